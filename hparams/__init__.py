@@ -1,0 +1,3 @@
+"""Registered hparams sets; importing this package registers them all."""
+
+from hparams import transformer

@@ -1,0 +1,3 @@
+"""Registered problems; importing this package registers them all."""
+
+from problems import algorithmic

@@ -1,0 +1,1 @@
+"""Problems' data: the Problem base class, text encoders and the tf.data input pipeline."""

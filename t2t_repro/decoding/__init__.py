@@ -1,0 +1,1 @@
+"""Decoding: search over the model's next-token distributions."""

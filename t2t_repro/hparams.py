@@ -1,0 +1,155 @@
+"""HParams: named, typed hyperparameters with tensor2tensor's strict `k=v,k2=v2` overrides.
+
+The type of each hyperparameter is fixed by its first value (int, float, bool or str). An
+override string may only name existing hyperparameters, each once, with a value of that type
+(an int is accepted where a float is expected). The resolved values round-trip through JSON so a
+run can be reloaded from `output_dir/hparams.json`.
+"""
+
+import difflib
+import json
+import os
+
+HPARAMS_FILENAME = "hparams.json"
+_TYPES = (bool, int, float, str)
+
+
+class HParamsError(ValueError):
+    """A bad hyperparameter name, value or override string; the message names the key."""
+
+
+def _parse_value(key, text, expected_type):
+    text = text.strip()
+    if expected_type is bool:
+        lowered = text.lower()
+        if lowered in ("true", "1"):
+            return True
+        if lowered in ("false", "0"):
+            return False
+        raise HParamsError(f"hparam '{key}' expects a bool (true/false), got '{text}'.")
+    if expected_type is str:
+        return text
+    try:
+        if expected_type is int:
+            return int(text)
+        return float(text)
+    except ValueError:
+        raise HParamsError(
+            f"hparam '{key}' expects {expected_type.__name__}, got '{text}'."
+        ) from None
+
+
+class HParams:
+    """A set of typed hyperparameters, readable as attributes (`hparams.hidden_size`)."""
+
+    def __init__(self, **values):
+        object.__setattr__(self, "_values", {})
+        for key, value in values.items():
+            self.add_hparam(key, value)
+
+    def add_hparam(self, key, value):
+        if key in self._values:
+            raise HParamsError(f"hparam '{key}' already exists; use set_hparam to change it.")
+        if type(value) not in _TYPES:
+            raise HParamsError(
+                f"hparam '{key}' has unsupported type {type(value).__name__}; "
+                f"use one of bool, int, float, str."
+            )
+        self._values[key] = value
+
+    def set_hparam(self, key, value):
+        """Sets an existing hyperparameter, checking its type (int is accepted for float)."""
+        expected = type(self._get_existing(key))
+        if expected is float and type(value) is int:
+            value = float(value)
+        if type(value) is not expected:
+            raise HParamsError(
+                f"hparam '{key}' expects {expected.__name__}, got {type(value).__name__} "
+                f"({value!r})."
+            )
+        self._values[key] = value
+
+    def override_from_string(self, overrides):
+        """Applies `"k=v,k2=v2"`; unknown keys, duplicates and mistyped values are errors."""
+        seen = set()
+        for item in filter(None, (part.strip() for part in overrides.split(","))):
+            key, sep, text = item.partition("=")
+            key = key.strip()
+            if not sep or not key:
+                raise HParamsError(f"hparams override '{item}' is not of the form name=value.")
+            if key in seen:
+                raise HParamsError(f"hparam '{key}' is given twice in '{overrides}'.")
+            seen.add(key)
+            expected = type(self._get_existing(key))
+            self._values[key] = _parse_value(key, text, expected)
+        return self
+
+    def _get_existing(self, key):
+        if key not in self._values:
+            close = difflib.get_close_matches(key, self._values, n=3)
+            hint = f" Did you mean: {', '.join(close)}?" if close else ""
+            raise HParamsError(f"Unknown hparam '{key}'.{hint}")
+        return self._values[key]
+
+    def __getattr__(self, key):
+        values = object.__getattribute__(self, "_values")
+        if key in values:
+            return values[key]
+        raise AttributeError(f"HParams has no hparam '{key}'.")
+
+    def __setattr__(self, key, value):
+        self.set_hparam(key, value)
+
+    def __contains__(self, key):
+        return key in self._values
+
+    def __eq__(self, other):
+        return isinstance(other, HParams) and self._values == other._values
+
+    def values(self):
+        return dict(self._values)
+
+    def copy(self):
+        return HParams(**self._values)
+
+    def differences(self, other):
+        """Names of hyperparameters whose values differ from `other` (or exist in one only)."""
+        keys = set(self._values) | set(other._values)
+        return sorted(k for k in keys if self._values.get(k) != other._values.get(k))
+
+    def to_json(self):
+        return json.dumps(self._values, indent=2, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text):
+        return cls(**json.loads(text))
+
+    def __repr__(self):
+        return f"HParams({', '.join(f'{k}={v!r}' for k, v in sorted(self._values.items()))})"
+
+
+def save(hparams, output_dir):
+    """Writes `output_dir/hparams.json`."""
+    os.makedirs(output_dir, exist_ok=True)
+    path = os.path.join(output_dir, HPARAMS_FILENAME)
+    with open(path, "w") as f:
+        f.write(hparams.to_json() + "\n")
+    return path
+
+
+def load(output_dir):
+    """Reads the hparams a run saved in `output_dir`, or None if it saved none."""
+    path = os.path.join(output_dir, HPARAMS_FILENAME)
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        return HParams.from_json(f.read())
+
+
+def create_hparams(hparams_set, overrides=""):
+    """The registered set `hparams_set` with the override string applied."""
+    from t2t_repro import registry
+
+    registry.import_all()
+    hparams = registry.hparams_sets[hparams_set]()
+    return hparams.override_from_string(overrides or "")

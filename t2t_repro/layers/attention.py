@@ -1,0 +1,125 @@
+"""Scaled dot-product attention and multi-head attention (paper §3.2)."""
+
+import math
+
+import keras
+from keras import ops
+
+
+def _large_negative(dtype):
+    """Stands in for -inf before the softmax; finite so fully masked rows stay NaN-free."""
+    return -1e9 if keras.backend.standardize_dtype(dtype) in ("float32", "float64") else -3e4
+
+
+def scaled_dot_product_attention(query, key, value, mask=None, dropout=None, training=None):
+    """softmax(QKᵀ/√d_k)V over the last two axes.
+
+    Args:
+        query: [..., q_length, d_k]. key: [..., k_length, d_k]. value: [..., k_length, d_v].
+        mask: optional boolean, broadcastable to [..., q_length, k_length]; False entries are
+            illegal connections and get zero weight.
+        dropout: optional dropout layer applied to the attention weights.
+        training: passed to `dropout`.
+
+    Returns:
+        (output [..., q_length, d_v], weights [..., q_length, k_length])
+    """
+    depth = ops.shape(query)[-1]
+    logits = ops.matmul(query, ops.swapaxes(key, -1, -2)) / math.sqrt(depth)
+    if mask is not None:
+        logits = ops.where(mask, logits, _large_negative(logits.dtype))
+    weights = ops.softmax(logits, axis=-1)
+    if dropout is not None:
+        weights = dropout(weights, training=training)
+    return ops.matmul(weights, value), weights
+
+
+@keras.saving.register_keras_serializable(package="t2t_repro")
+class MultiHeadAttention(keras.layers.Layer):
+    """MultiHead(Q, K, V) = Concat(head_1..head_h) W^O with head_i = Attention(QW_i^Q, KW_i^K, VW_i^V).
+
+    Projections carry no bias, as in tensor2tensor.
+
+    Args:
+        num_heads: h.
+        key_dim: d_k, the size of each head's queries and keys.
+        value_dim: d_v, the size of each head's values; defaults to `key_dim`.
+        output_dim: size of the output; defaults to the query's last dimension.
+        dropout: dropout rate on the attention weights (0 in the paper).
+
+    Example:
+    >>> attention = MultiHeadAttention(num_heads=8, key_dim=64)
+    >>> x = keras.random.normal((2, 10, 512))
+    >>> attention(x, x).shape
+    (2, 10, 512)
+
+    Reference: Vaswani et al., "Attention Is All You Need", 2017, §3.2.2.
+    """
+
+    def __init__(self, num_heads, key_dim, value_dim=None, output_dim=None, dropout=0.0, **kwargs):
+        super().__init__(**kwargs)
+        self.num_heads = num_heads
+        self.key_dim = key_dim
+        self.value_dim = value_dim or key_dim
+        self.output_dim = output_dim
+        self.dropout = dropout
+        self.query_dense = keras.layers.Dense(num_heads * key_dim, use_bias=False, name="query")
+        self.key_dense = keras.layers.Dense(num_heads * key_dim, use_bias=False, name="key")
+        self.value_dense = keras.layers.Dense(
+            num_heads * self.value_dim, use_bias=False, name="value"
+        )
+        self.output_dense = None
+        self.weights_dropout = keras.layers.Dropout(dropout)
+
+    def build(self, query_shape, value_shape=None):
+        value_shape = value_shape or query_shape
+        self.query_dense.build(query_shape)
+        self.key_dense.build(value_shape)
+        self.value_dense.build(value_shape)
+        output_dim = self.output_dim or query_shape[-1]
+        self.output_dense = keras.layers.Dense(output_dim, use_bias=False, name="output")
+        self.output_dense.build((*query_shape[:-1], self.num_heads * self.value_dim))
+
+    def _split_heads(self, x, depth):
+        batch, length = ops.shape(x)[0], ops.shape(x)[1]
+        x = ops.reshape(x, (batch, length, self.num_heads, depth))
+        return ops.transpose(x, (0, 2, 1, 3))
+
+    def _merge_heads(self, x):
+        x = ops.transpose(x, (0, 2, 1, 3))
+        batch, length = ops.shape(x)[0], ops.shape(x)[1]
+        return ops.reshape(x, (batch, length, self.num_heads * self.value_dim))
+
+    def call(
+        self, query, value=None, attention_mask=None, training=None, return_attention_scores=False
+    ):
+        """Attends from `query` [batch, q_len, d] to `value` [batch, k_len, d] (default: query).
+
+        `attention_mask` is boolean, broadcastable to [batch, q_len, k_len]; True entries may
+        be attended to.
+        With `return_attention_scores`, also returns the weights [batch, heads, q_len, k_len].
+        """
+        value = query if value is None else value
+        q = self._split_heads(self.query_dense(query), self.key_dim)
+        k = self._split_heads(self.key_dense(value), self.key_dim)
+        v = self._split_heads(self.value_dense(value), self.value_dim)
+        mask = None if attention_mask is None else ops.expand_dims(attention_mask, axis=-3)
+        context, weights = scaled_dot_product_attention(
+            q, k, v, mask=mask, dropout=self.weights_dropout, training=training
+        )
+        output = self.output_dense(self._merge_heads(context))
+        return (output, weights) if return_attention_scores else output
+
+    def compute_output_shape(self, query_shape, value_shape=None):
+        return (*query_shape[:-1], self.output_dim or query_shape[-1])
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            num_heads=self.num_heads,
+            key_dim=self.key_dim,
+            value_dim=self.value_dim,
+            output_dim=self.output_dim,
+            dropout=self.dropout,
+        )
+        return config

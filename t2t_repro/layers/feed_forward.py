@@ -1,0 +1,51 @@
+"""Position-wise feed-forward network (paper §3.3)."""
+
+import keras
+
+
+@keras.saving.register_keras_serializable(package="t2t_repro")
+class PositionwiseFeedForward(keras.layers.Layer):
+    """FFN(x) = max(0, xW1 + b1)W2 + b2, applied to every position alike.
+
+    Args:
+        intermediate_dim: d_ff, the inner size (2048 in the base model).
+        output_dim: size of the output; defaults to the input's last dimension.
+        dropout: dropout on the ReLU activations ("relu_dropout", 0 in the paper).
+
+    Example:
+    >>> ffn = PositionwiseFeedForward(intermediate_dim=2048)
+    >>> ffn(keras.random.normal((2, 10, 512))).shape
+    (2, 10, 512)
+
+    Reference: Vaswani et al., "Attention Is All You Need", 2017, §3.3.
+    """
+
+    def __init__(self, intermediate_dim, output_dim=None, dropout=0.0, **kwargs):
+        super().__init__(**kwargs)
+        self.intermediate_dim = intermediate_dim
+        self.output_dim = output_dim
+        self.dropout = dropout
+        self.inner_dense = keras.layers.Dense(intermediate_dim, activation="relu", name="inner")
+        self.relu_dropout = keras.layers.Dropout(dropout)
+        self.output_dense = None
+
+    def build(self, input_shape):
+        self.inner_dense.build(input_shape)
+        self.output_dense = keras.layers.Dense(self.output_dim or input_shape[-1], name="output")
+        self.output_dense.build((*input_shape[:-1], self.intermediate_dim))
+
+    def call(self, x, training=None):
+        hidden = self.relu_dropout(self.inner_dense(x), training=training)
+        return self.output_dense(hidden)
+
+    def compute_output_shape(self, input_shape):
+        return (*input_shape[:-1], self.output_dim or input_shape[-1])
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            intermediate_dim=self.intermediate_dim,
+            output_dim=self.output_dim,
+            dropout=self.dropout,
+        )
+        return config

@@ -1,0 +1,213 @@
+"""Encoder and decoder layers (paper §3.1), post-norm as published or pre-norm as an option."""
+
+import keras
+
+from t2t_repro.layers.attention import MultiHeadAttention
+from t2t_repro.layers.feed_forward import PositionwiseFeedForward
+
+
+class _ResidualSublayers(keras.layers.Layer):
+    """What the encoder and decoder layers share: sublayer wiring, dropout and normalisation.
+
+    Post-norm (the paper): LayerNorm(x + Dropout(Sublayer(x))).
+    Pre-norm (`normalize_first=True`): x + Dropout(Sublayer(LayerNorm(x))).
+    """
+
+    def __init__(
+        self,
+        hidden_size,
+        num_heads,
+        intermediate_dim,
+        key_dim=None,
+        value_dim=None,
+        dropout=0.1,
+        attention_dropout=0.0,
+        relu_dropout=0.0,
+        normalize_first=False,
+        layer_norm_epsilon=1e-6,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        self.hidden_size = hidden_size
+        self.num_heads = num_heads
+        self.intermediate_dim = intermediate_dim
+        self.key_dim = key_dim or hidden_size // num_heads
+        self.value_dim = value_dim or self.key_dim
+        self.dropout = dropout
+        self.attention_dropout = attention_dropout
+        self.relu_dropout = relu_dropout
+        self.normalize_first = normalize_first
+        self.layer_norm_epsilon = layer_norm_epsilon
+        self.residual_dropout = keras.layers.Dropout(dropout)
+
+    def _attention(self, name):
+        return MultiHeadAttention(
+            num_heads=self.num_heads,
+            key_dim=self.key_dim,
+            value_dim=self.value_dim,
+            dropout=self.attention_dropout,
+            name=name,
+        )
+
+    def _feed_forward(self):
+        return PositionwiseFeedForward(
+            self.intermediate_dim, dropout=self.relu_dropout, name="feed_forward"
+        )
+
+    def _norm(self, name):
+        return keras.layers.LayerNormalization(epsilon=self.layer_norm_epsilon, name=name)
+
+    def _residual(self, x, sublayer, norm, training):
+        """Wraps `sublayer` (a function of one tensor) in residual dropout and LayerNorm."""
+        if self.normalize_first:
+            return x + self.residual_dropout(sublayer(norm(x)), training=training)
+        return norm(x + self.residual_dropout(sublayer(x), training=training))
+
+    def compute_output_shape(self, x_shape, *other_shapes):
+        return x_shape
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            hidden_size=self.hidden_size,
+            num_heads=self.num_heads,
+            intermediate_dim=self.intermediate_dim,
+            key_dim=self.key_dim,
+            value_dim=self.value_dim,
+            dropout=self.dropout,
+            attention_dropout=self.attention_dropout,
+            relu_dropout=self.relu_dropout,
+            normalize_first=self.normalize_first,
+            layer_norm_epsilon=self.layer_norm_epsilon,
+        )
+        return config
+
+
+@keras.saving.register_keras_serializable(package="t2t_repro")
+class TransformerEncoderLayer(_ResidualSublayers):
+    """Self-attention then a position-wise FFN, each in a residual block.
+
+    Args:
+        hidden_size: d_model.
+        num_heads: h.
+        intermediate_dim: d_ff.
+        key_dim: d_k per head (default d_model / h). value_dim: d_v per head (default d_k).
+        dropout: residual dropout P_drop, on each sublayer's output.
+        attention_dropout: dropout on attention weights. relu_dropout: dropout inside the FFN.
+        normalize_first: pre-norm instead of the paper's post-norm.
+        layer_norm_epsilon: LayerNorm's epsilon.
+
+    Example:
+    >>> layer = TransformerEncoderLayer(hidden_size=64, num_heads=4, intermediate_dim=128)
+    >>> layer(keras.random.normal((2, 7, 64))).shape
+    (2, 7, 64)
+
+    Reference: Vaswani et al., "Attention Is All You Need", 2017, §3.1.
+    """
+
+    def __init__(self, hidden_size, num_heads, intermediate_dim, **kwargs):
+        super().__init__(hidden_size, num_heads, intermediate_dim, **kwargs)
+        self.self_attention = self._attention("self_attention")
+        self.self_attention_norm = self._norm("self_attention_norm")
+        self.feed_forward = self._feed_forward()
+        self.feed_forward_norm = self._norm("feed_forward_norm")
+
+    def build(self, x_shape):
+        self.self_attention.build(x_shape)
+        self.self_attention_norm.build(x_shape)
+        self.feed_forward.build(x_shape)
+        self.feed_forward_norm.build(x_shape)
+
+    def call(self, x, attention_mask=None, training=None, return_attention_scores=False):
+        """x: [batch, length, d]; attention_mask: boolean, broadcastable to [batch, length,
+        length] (the source padding mask)."""
+        scores = {}
+
+        def attend(h):
+            out, scores["self"] = self.self_attention(
+                h, attention_mask=attention_mask, training=training, return_attention_scores=True
+            )
+            return out
+
+        x = self._residual(x, attend, self.self_attention_norm, training)
+        x = self._residual(
+            x, lambda h: self.feed_forward(h, training=training), self.feed_forward_norm, training
+        )
+        return (x, scores["self"]) if return_attention_scores else x
+
+
+@keras.saving.register_keras_serializable(package="t2t_repro")
+class TransformerDecoderLayer(_ResidualSublayers):
+    """Masked self-attention, encoder-decoder attention, then a position-wise FFN.
+
+    Takes the same arguments as `TransformerEncoderLayer`.
+
+    Example:
+    >>> layer = TransformerDecoderLayer(hidden_size=64, num_heads=4, intermediate_dim=128)
+    >>> x, memory = keras.random.normal((2, 5, 64)), keras.random.normal((2, 7, 64))
+    >>> layer(x, memory, self_attention_mask=causal_mask(5)).shape
+    (2, 5, 64)
+
+    Reference: Vaswani et al., "Attention Is All You Need", 2017, §3.1.
+    """
+
+    def __init__(self, hidden_size, num_heads, intermediate_dim, **kwargs):
+        super().__init__(hidden_size, num_heads, intermediate_dim, **kwargs)
+        self.self_attention = self._attention("self_attention")
+        self.self_attention_norm = self._norm("self_attention_norm")
+        self.cross_attention = self._attention("cross_attention")
+        self.cross_attention_norm = self._norm("cross_attention_norm")
+        self.feed_forward = self._feed_forward()
+        self.feed_forward_norm = self._norm("feed_forward_norm")
+
+    def build(self, x_shape, memory_shape=None):
+        memory_shape = memory_shape or x_shape
+        self.self_attention.build(x_shape)
+        self.self_attention_norm.build(x_shape)
+        self.cross_attention.build(x_shape, memory_shape)
+        self.cross_attention_norm.build(x_shape)
+        self.feed_forward.build(x_shape)
+        self.feed_forward_norm.build(x_shape)
+
+    def call(
+        self,
+        x,
+        memory,
+        self_attention_mask=None,
+        memory_mask=None,
+        training=None,
+        return_attention_scores=False,
+    ):
+        """x: [batch, t, d]; memory: encoder output [batch, s, d].
+
+        self_attention_mask: boolean, broadcastable to [batch, t, t] (the causal mask).
+        memory_mask: boolean, broadcastable to [batch, t, s] (the source padding mask).
+        With `return_attention_scores`, also returns {"self": ..., "cross": ...} weights.
+        """
+        scores = {}
+
+        def self_attend(h):
+            out, scores["self"] = self.self_attention(
+                h,
+                attention_mask=self_attention_mask,
+                training=training,
+                return_attention_scores=True,
+            )
+            return out
+
+        def cross_attend(h):
+            out, scores["cross"] = self.cross_attention(
+                h,
+                memory,
+                attention_mask=memory_mask,
+                training=training,
+                return_attention_scores=True,
+            )
+            return out
+
+        x = self._residual(x, self_attend, self.self_attention_norm, training)
+        x = self._residual(x, cross_attend, self.cross_attention_norm, training)
+        x = self._residual(
+            x, lambda h: self.feed_forward(h, training=training), self.feed_forward_norm, training
+        )
+        return (x, scores) if return_attention_scores else x

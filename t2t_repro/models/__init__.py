@@ -1,0 +1,3 @@
+"""Registered models."""
+
+from t2t_repro.models.transformer import Transformer

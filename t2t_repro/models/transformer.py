@@ -1,0 +1,172 @@
+"""The Transformer (paper §3) as a subclassed keras.Model built from HParams."""
+
+import keras
+from keras import ops
+
+from t2t_repro import registry
+from t2t_repro.hparams import HParams
+from t2t_repro.layers import (
+    LearnedPositionEmbedding,
+    SharedEmbedding,
+    SinusoidalPositionEncoding,
+    TransformerDecoderLayer,
+    TransformerEncoderLayer,
+    causal_mask,
+    padding_mask,
+)
+
+POSITION_ENCODINGS = ("sinusoidal", "learned")
+
+
+def shift_right(targets):
+    """Decoder inputs: the targets delayed by one position, starting with id 0 (as tensor2tensor)."""
+    return ops.pad(targets, ((0, 0), (1, 0)))[:, :-1]
+
+
+def _position_layer(hparams, name):
+    if hparams.position_encoding == "sinusoidal":
+        return SinusoidalPositionEncoding(name=name)
+    if hparams.position_encoding == "learned":
+        return LearnedPositionEmbedding(hparams.max_length, hparams.hidden_size, name=name)
+    raise ValueError(
+        f"hparam 'position_encoding' must be one of {POSITION_ENCODINGS}, "
+        f"got '{hparams.position_encoding}'."
+    )
+
+
+@registry.models.register("transformer")
+@keras.saving.register_keras_serializable(package="t2t_repro")
+class Transformer(keras.Model):
+    """Encoder-decoder Transformer.
+
+    Features are token ids with 0 as padding: `{"inputs": [batch, source_len], "targets":
+    [batch, target_len]}`; `call` returns next-token logits [batch, target_len, vocab] for the
+    targets shifted right (teacher forcing).
+
+    Args:
+        hparams: an `HParams` (or its dict of values) with the model's sizes and dropouts.
+        input_vocab_size, target_vocab_size: the problem's vocabulary sizes. When they are
+            equal and `shared_source_target_embedding` is set, one matrix serves the source
+            embedding, the target embedding and (with `shared_embedding_and_softmax_weights`)
+            the pre-softmax projection, as in the paper.
+
+    Reference: Vaswani et al., "Attention Is All You Need", 2017.
+    """
+
+    def __init__(self, hparams, input_vocab_size, target_vocab_size, **kwargs):
+        super().__init__(**kwargs)
+        if isinstance(hparams, dict):
+            hparams = HParams(**hparams)
+        self.hparams = hparams
+        self.input_vocab_size = input_vocab_size
+        self.target_vocab_size = target_vocab_size
+        hp = hparams
+        self.target_embedding = SharedEmbedding(
+            target_vocab_size, hp.hidden_size, name="target_embedding"
+        )
+        if hp.shared_source_target_embedding and input_vocab_size == target_vocab_size:
+            self.input_embedding = self.target_embedding
+        else:
+            self.input_embedding = SharedEmbedding(
+                input_vocab_size, hp.hidden_size, name="input_embedding"
+            )
+        self.softmax_projection = (
+            None
+            if hp.shared_embedding_and_softmax_weights
+            else keras.layers.Dense(target_vocab_size, use_bias=False, name="softmax_projection")
+        )
+        self.encoder_position = _position_layer(hp, "encoder_position")
+        self.decoder_position = _position_layer(hp, "decoder_position")
+        self.encoder_input_dropout = keras.layers.Dropout(hp.layer_prepostprocess_dropout)
+        self.decoder_input_dropout = keras.layers.Dropout(hp.layer_prepostprocess_dropout)
+        layer_args = dict(
+            hidden_size=hp.hidden_size,
+            num_heads=hp.num_heads,
+            intermediate_dim=hp.filter_size,
+            key_dim=(hp.attention_key_channels or hp.hidden_size) // hp.num_heads,
+            value_dim=(hp.attention_value_channels or hp.hidden_size) // hp.num_heads,
+            dropout=hp.layer_prepostprocess_dropout,
+            attention_dropout=hp.attention_dropout,
+            relu_dropout=hp.relu_dropout,
+            normalize_first=hp.normalize_first,
+            layer_norm_epsilon=hp.layer_norm_epsilon,
+        )
+        self.encoder_layers = [
+            TransformerEncoderLayer(**layer_args, name=f"encoder_layer_{i}")
+            for i in range(hp.num_encoder_layers or hp.num_hidden_layers)
+        ]
+        self.decoder_layers = [
+            TransformerDecoderLayer(**layer_args, name=f"decoder_layer_{i}")
+            for i in range(hp.num_decoder_layers or hp.num_hidden_layers)
+        ]
+        # Pre-norm leaves each stack's output unnormalised, so it ends with one more LayerNorm.
+        self.encoder_final_norm = self._final_norm("encoder_final_norm")
+        self.decoder_final_norm = self._final_norm("decoder_final_norm")
+
+    def _final_norm(self, name):
+        if not self.hparams.normalize_first:
+            return None
+        return keras.layers.LayerNormalization(epsilon=self.hparams.layer_norm_epsilon, name=name)
+
+    def _embed(self, ids, embedding, position, dropout, training):
+        x = embedding(ids)
+        x = x + position(x)
+        return dropout(x, training=training)
+
+    def encode(self, inputs, training=None):
+        """Source ids [batch, s] -> (memory [batch, s, d], memory_mask [batch, 1, s])."""
+        memory_mask = padding_mask(inputs)
+        x = self._embed(
+            inputs, self.input_embedding, self.encoder_position, self.encoder_input_dropout, training
+        )
+        for layer in self.encoder_layers:
+            x = layer(x, attention_mask=memory_mask, training=training)
+        if self.encoder_final_norm is not None:
+            x = self.encoder_final_norm(x)
+        return x, memory_mask
+
+    def decode(self, decoder_inputs, memory, memory_mask, training=None):
+        """Decoder input ids [batch, t] attending to `memory` -> logits [batch, t, vocab]."""
+        x = self._embed(
+            decoder_inputs,
+            self.target_embedding,
+            self.decoder_position,
+            self.decoder_input_dropout,
+            training,
+        )
+        self_mask = causal_mask(ops.shape(decoder_inputs)[1])
+        for layer in self.decoder_layers:
+            x = layer(
+                x,
+                memory,
+                self_attention_mask=self_mask,
+                memory_mask=memory_mask,
+                training=training,
+            )
+        if self.decoder_final_norm is not None:
+            x = self.decoder_final_norm(x)
+        if self.softmax_projection is not None:
+            return self.softmax_projection(x)
+        return self.target_embedding.logits(x)
+
+    def call(self, features, training=None):
+        memory, memory_mask = self.encode(features["inputs"], training=training)
+        return self.decode(shift_right(features["targets"]), memory, memory_mask, training=training)
+
+    def build_from_lengths(self, source_length=2, target_length=2):
+        """Creates every weight by running a dummy batch (subclassed models build lazily)."""
+        self(
+            {
+                "inputs": ops.ones((1, source_length), "int32"),
+                "targets": ops.ones((1, target_length), "int32"),
+            }
+        )
+        return self
+
+    def get_config(self):
+        return {
+            "hparams": self.hparams.values(),
+            "input_vocab_size": self.input_vocab_size,
+            "target_vocab_size": self.target_vocab_size,
+            "name": self.name,
+        }

@@ -1,0 +1,91 @@
+"""One registry each for problems, hparams sets and models, filled by decorators.
+
+Registration happens when the defining module is imported; `import_all()` imports the
+project's `problems` and `hparams` packages and the model modules so that every name is known
+before a lookup.
+"""
+
+import difflib
+import importlib
+import re
+
+
+class RegistryError(KeyError):
+    """An unknown or duplicate registry name; the message lists the registered names."""
+
+    def __str__(self):
+        return self.args[0]
+
+
+def default_name(obj):
+    """snake_case of a class or function name: `TranslateEnde` -> `translate_ende`."""
+    name = obj.__name__
+    name = re.sub(r"(.)([A-Z][a-z]+)", r"\1_\2", name)
+    return re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", name).lower()
+
+
+class Registry:
+    """Names mapped to objects, with error messages that list the registered names."""
+
+    def __init__(self, kind):
+        self.kind = kind
+        self._entries = {}
+
+    def register(self, name_or_obj=None):
+        """Decorator: `@reg.register` (snake_case of the object's name) or `@reg.register("name")`."""
+
+        def decorate(obj, name=None):
+            name = name or default_name(obj)
+            if name in self._entries:
+                raise RegistryError(f"{self.kind} '{name}' is already registered.")
+            self._entries[name] = obj
+            return obj
+
+        if callable(name_or_obj):
+            return decorate(name_or_obj)
+        return lambda obj: decorate(obj, name_or_obj)
+
+    def __getitem__(self, name):
+        if name not in self._entries:
+            raise RegistryError(self.unknown_name_message(name))
+        return self._entries[name]
+
+    def __contains__(self, name):
+        return name in self._entries
+
+    def names(self):
+        return sorted(self._entries)
+
+    def unknown_name_message(self, name):
+        """Says `name` is unknown and lists the registered names, the closest first."""
+        names = self.names()
+        closest = difflib.get_close_matches(name, names, n=len(names), cutoff=0.0)
+        listed = ", ".join(closest) if closest else "(none)"
+        return (
+            f"Unknown {self.kind} '{name}'. Registered {self.kind}s (closest first): {listed}. "
+            f"Run `python -m t2t_repro.trainer --registry_help` to see them all."
+        )
+
+
+problems = Registry("problem")
+hparams_sets = Registry("hparams set")
+models = Registry("model")
+
+_PACKAGES_TO_REGISTER = ("problems", "hparams", "t2t_repro.models")
+
+
+def import_all():
+    """Imports every module that registers something (idempotent)."""
+    for package in _PACKAGES_TO_REGISTER:
+        importlib.import_module(package)
+
+
+def help_text():
+    """The `--registry_help` listing."""
+    import_all()
+    sections = []
+    for registry in (problems, hparams_sets, models):
+        lines = [f"{registry.kind}s ({len(registry.names())}):"]
+        lines += [f"  {name}" for name in registry.names()]
+        sections.append("\n".join(lines))
+    return "\n\n".join(sections)

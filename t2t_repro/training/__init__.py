@@ -1,0 +1,1 @@
+"""Training: schedules, loss and metrics, optimizer, checkpoints, summaries, strategies, loop."""

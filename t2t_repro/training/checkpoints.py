@@ -1,0 +1,96 @@
+"""Checkpoints of model weights and optimizer state, written atomically, the last K kept.
+
+A checkpoint is Keras's `.weights.h5` of a compiled model, which holds the optimizer's
+variables (its step counter included) beside the model's, so restoring one resumes training
+exactly where it stopped. Files are written under a temporary name and renamed, so a run killed
+mid-write never leaves a half-written checkpoint that looks complete.
+"""
+
+import os
+import re
+import time
+
+import keras
+
+_CHECKPOINT_PATTERN = re.compile(r"^ckpt-(\d+)\.weights\.h5$")
+
+
+def checkpoint_path(directory, step):
+    return os.path.join(directory, f"ckpt-{step}.weights.h5")
+
+
+def list_checkpoints(directory):
+    """[(step, path)] of the complete checkpoints in `directory`, oldest first."""
+    if not os.path.isdir(directory):
+        return []
+    found = []
+    for filename in os.listdir(directory):
+        match = _CHECKPOINT_PATTERN.match(filename)
+        if match:
+            found.append((int(match.group(1)), os.path.join(directory, filename)))
+    return sorted(found)
+
+
+def latest_checkpoint(directory):
+    """Path of the newest checkpoint in `directory`, or None."""
+    checkpoints = list_checkpoints(directory)
+    return checkpoints[-1][1] if checkpoints else None
+
+
+class CheckpointManager:
+    """Saves `ckpt-<step>.weights.h5` files in `directory` and keeps the newest `max_to_keep`.
+
+    The model must be compiled and built (and its optimizer built) before saving or restoring.
+    """
+
+    def __init__(self, directory, model, max_to_keep=20):
+        if max_to_keep < 1:
+            raise ValueError(f"max_to_keep must be at least 1, got {max_to_keep}.")
+        self.directory = directory
+        self.model = model
+        self.max_to_keep = max_to_keep
+
+    def step(self):
+        return int(keras.ops.convert_to_numpy(self.model.optimizer.iterations))
+
+    def save(self):
+        """Writes the checkpoint of the current step (if not written yet) and prunes old ones."""
+        os.makedirs(self.directory, exist_ok=True)
+        step = self.step()
+        path = checkpoint_path(self.directory, step)
+        if not os.path.exists(path):
+            partial = os.path.join(self.directory, f".partial-ckpt-{step}.weights.h5")
+            self.model.save_weights(partial)
+            os.replace(partial, path)
+        for _, old_path in list_checkpoints(self.directory)[: -self.max_to_keep]:
+            os.remove(old_path)
+        return path
+
+    def restore(self, path=None):
+        """Loads `path` (default: the latest checkpoint); returns the restored step, or 0."""
+        path = path or latest_checkpoint(self.directory)
+        if path is None:
+            return 0
+        self.model.load_weights(path)
+        return self.step()
+
+
+class CheckpointCallback(keras.callbacks.Callback):
+    """Saves every `every_steps` steps and every `every_minutes` minutes (0 disables either)."""
+
+    def __init__(self, manager, every_steps=0, every_minutes=10.0):
+        super().__init__()
+        self.manager = manager
+        self.every_steps = every_steps
+        self.every_seconds = every_minutes * 60.0
+        self._last_save_time = time.monotonic()
+
+    def on_train_batch_end(self, batch, logs=None):
+        step = self.manager.step()
+        due_by_steps = self.every_steps and step % self.every_steps == 0
+        due_by_time = (
+            self.every_seconds and time.monotonic() - self._last_save_time >= self.every_seconds
+        )
+        if due_by_steps or due_by_time:
+            self.manager.save()
+            self._last_save_time = time.monotonic()
