@@ -17,12 +17,14 @@ $(VENV)/.installed: pyproject.toml
 setup: $(VENV)/.installed
 
 # Trains transformer_tiny on sequence reversal from scratch (DEMO_DIR is wiped first), then
-# greedy-decodes held-out sequences beside their targets.
+# greedy-decodes held-out sequences beside their targets. Dropout is off: the task has no noise
+# to overfit to, and without it the model learns the task in half the steps.
 demo: setup
 	rm -rf $(DEMO_DIR)
 	$(BIN)/python -m t2t_repro.trainer --problem=algorithmic_reverse \
-	  --hparams_set=transformer_tiny --output_dir=$(DEMO_DIR) \
-	  --train_steps=1500 --eval_every=500 --log_every=250 --decode_examples=200
+	  --hparams_set=transformer_tiny --hparams=layer_prepostprocess_dropout=0.0 \
+	  --output_dir=$(DEMO_DIR) --train_steps=1500 --eval_every=500 --log_every=250 \
+	  --random_seed=1 --decode_examples=200
 
 test: setup
 	$(BIN)/python -m pytest

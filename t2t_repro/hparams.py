@@ -39,6 +39,19 @@ def _parse_value(key, text, expected_type):
         ) from None
 
 
+def _unknown_hparam_message(key, names):
+    """Says `key` is unknown and lists the valid names, the closest first."""
+    names = sorted(names)
+    # get_close_matches rejects n=0, which an empty HParams would pass.
+    closest = difflib.get_close_matches(key, names, n=len(names), cutoff=0.0) if names else []
+    listed = ", ".join(closest) if closest else "(none)"
+    return (
+        f"Unknown hparam '{key}'. Valid hparams (closest first): {listed}. "
+        f"Fix the name, or define the hparam in its set with add_hparam(name, value) first: "
+        f"overrides and set_hparam only change existing hparams."
+    )
+
+
 class HParams:
     """A set of typed hyperparameters, readable as attributes (`hparams.hidden_size`)."""
 
@@ -71,24 +84,23 @@ class HParams:
 
     def override_from_string(self, overrides):
         """Applies `"k=v,k2=v2"`; unknown keys, duplicates and mistyped values are errors."""
-        seen = set()
+        parsed = {}
         for item in filter(None, (part.strip() for part in overrides.split(","))):
             key, sep, text = item.partition("=")
             key = key.strip()
             if not sep or not key:
                 raise HParamsError(f"hparams override '{item}' is not of the form name=value.")
-            if key in seen:
+            if key in parsed:
                 raise HParamsError(f"hparam '{key}' is given twice in '{overrides}'.")
-            seen.add(key)
             expected = type(self._get_existing(key))
-            self._values[key] = _parse_value(key, text, expected)
+            parsed[key] = _parse_value(key, text, expected)
+        # Applied only once every item is valid, so a bad string changes nothing.
+        self._values.update(parsed)
         return self
 
     def _get_existing(self, key):
         if key not in self._values:
-            close = difflib.get_close_matches(key, self._values, n=3)
-            hint = f" Did you mean: {', '.join(close)}?" if close else ""
-            raise HParamsError(f"Unknown hparam '{key}'.{hint}")
+            raise HParamsError(_unknown_hparam_message(key, self._values))
         return self._values[key]
 
     def __getattr__(self, key):

@@ -59,7 +59,8 @@ class Registry:
     def unknown_name_message(self, name):
         """Says `name` is unknown and lists the registered names, the closest first."""
         names = self.names()
-        closest = difflib.get_close_matches(name, names, n=len(names), cutoff=0.0)
+        # get_close_matches rejects n=0, which an empty registry would pass.
+        closest = difflib.get_close_matches(name, names, n=len(names), cutoff=0.0) if names else []
         listed = ", ".join(closest) if closest else "(none)"
         return (
             f"Unknown {self.kind} '{name}'. Registered {self.kind}s (closest first): {listed}. "

@@ -75,7 +75,8 @@ def trainer_flags_text():
     """This module's flags as `--name=value` lines, loadable again with `--flagfile`."""
     module = FLAGS.find_module_defining_flag("problem")
     own_flags = sorted(FLAGS.get_flags_for_module(module), key=lambda flag: flag.name)
-    return "".join(flag.serialize() + "\n" for flag in own_flags)
+    lines = [flag.serialize() for flag in own_flags]
+    return "".join(line + "\n" for line in lines if line)  # unset flags serialize as ""
 
 
 def save_run_config(hparams, output_dir):

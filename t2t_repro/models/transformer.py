@@ -103,6 +103,33 @@ class Transformer(keras.Model):
         self.encoder_final_norm = self._final_norm("encoder_final_norm")
         self.decoder_final_norm = self._final_norm("decoder_final_norm")
 
+    def build(self, features_shape):
+        """Creates every weight from the feature shapes `{"inputs": (batch, s), "targets":
+        (batch, t)}`, without tracing `call` (which Keras would otherwise do)."""
+        source_hidden = (*features_shape["inputs"], self.hparams.hidden_size)
+        target_hidden = (*features_shape["targets"], self.hparams.hidden_size)
+        self.target_embedding.build()
+        if self.input_embedding is not self.target_embedding:
+            self.input_embedding.build()
+        for position, hidden_shape in (
+            (self.encoder_position, source_hidden),
+            (self.decoder_position, target_hidden),
+        ):
+            position.build(hidden_shape)
+        for layer in self.encoder_layers:
+            layer.build(source_hidden)
+        for layer in self.decoder_layers:
+            layer.build(target_hidden, source_hidden)
+        for norm, hidden_shape in (
+            (self.encoder_final_norm, source_hidden),
+            (self.decoder_final_norm, target_hidden),
+        ):
+            if norm is not None:
+                norm.build(hidden_shape)
+        if self.softmax_projection is not None:
+            self.softmax_projection.build(target_hidden)
+        self.built = True
+
     def _final_norm(self, name):
         if not self.hparams.normalize_first:
             return None
@@ -153,14 +180,9 @@ class Transformer(keras.Model):
         memory, memory_mask = self.encode(features["inputs"], training=training)
         return self.decode(shift_right(features["targets"]), memory, memory_mask, training=training)
 
-    def build_from_lengths(self, source_length=2, target_length=2):
-        """Creates every weight by running a dummy batch (subclassed models build lazily)."""
-        self(
-            {
-                "inputs": ops.ones((1, source_length), "int32"),
-                "targets": ops.ones((1, target_length), "int32"),
-            }
-        )
+    def build_weights(self):
+        """Creates every weight now (subclassed models otherwise build on their first call)."""
+        self.build({"inputs": (None, None), "targets": (None, None)})
         return self
 
     def get_config(self):

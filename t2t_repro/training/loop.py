@@ -18,7 +18,7 @@ def build_model(model_name, hparams, problem):
     """The registered model for `problem`'s vocabularies, with all its weights created."""
     model_class = registry.models[model_name]
     model = model_class(hparams, problem.input_vocab_size, problem.target_vocab_size)
-    return model.build_from_lengths()
+    return model.build_weights()
 
 
 def compile_for_training(model, hparams, jit_compile=False):
@@ -84,6 +84,13 @@ class TrainingRun:
             output_dir, self.model, max_to_keep=keep_checkpoint_max
         )
         self._writers = {}
+        self._datasets = {}
+
+    def _dataset(self, mode):
+        """The mode's batched dataset, built once; each iteration over it starts afresh."""
+        if mode not in self._datasets:
+            self._datasets[mode] = self.problem.dataset(mode, self.hparams, self.data_dir)
+        return self._datasets[mode]
 
     def _writer(self, mode):
         if mode not in self._writers:
@@ -110,7 +117,7 @@ class TrainingRun:
         if step >= train_steps:
             self.print_fn(f"Already trained {step} of {train_steps} steps; nothing to do.")
             return eval_scalars
-        dataset = self.problem.dataset(TRAIN, self.hparams, self.data_dir)
+        dataset = self._dataset(TRAIN)
         callbacks = [
             checkpoints.CheckpointCallback(
                 self.checkpoints, self.save_checkpoints_steps, self.save_checkpoints_minutes
@@ -137,7 +144,7 @@ class TrainingRun:
 
     def evaluate(self):
         """Loss and token metrics on the eval set, written to TensorBoard and printed."""
-        dataset = self.problem.dataset(EVAL, self.hparams, self.data_dir)
+        dataset = self._dataset(EVAL)
         with warnings.catch_warnings():
             # Reading the eval set to its end is the point, not the accident Keras warns of.
             warnings.filterwarnings("ignore", message="Your input ran out of data")

@@ -61,14 +61,26 @@ class ProgressLogger(keras.callbacks.Callback):
         elapsed = max(time.monotonic() - self._last_time, 1e-9)
         tokens = float(logs.get("target_tokens", 0.0))
         scalars = reported_scalars(logs)
-        scalars["learning_rate"] = float(
-            keras.ops.convert_to_numpy(self.model.optimizer.learning_rate)
-        )
+        scalars["learning_rate"] = learning_rate_of_update(self.model.optimizer, step)
         scalars["target_tokens_per_second"] = (tokens - self._last_tokens) / elapsed
         scalars["steps_per_second"] = (step - self._last_step) / elapsed
         self.writer.write(scalars, step)
         self.print_fn(f"step {step}/{self.total_steps} | {format_scalars(scalars)}")
         self._mark(tokens)
+
+
+def learning_rate_of_update(optimizer, step):
+    """The rate the optimizer's update number `step` (1-based) used.
+
+    `optimizer.learning_rate` evaluates a schedule at the current iteration count, i.e. gives
+    the rate of the next update; logged beside the loss of step s it must be update s's rate.
+    """
+    schedule = getattr(optimizer, "_learning_rate", None)
+    if isinstance(schedule, keras.optimizers.schedules.LearningRateSchedule):
+        rate = schedule(max(step - 1, 0))
+    else:
+        rate = optimizer.learning_rate
+    return float(keras.ops.convert_to_numpy(rate))
 
 
 def format_scalars(scalars):

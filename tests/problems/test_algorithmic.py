@@ -1,0 +1,57 @@
+"""The in-process algorithmic problems: targets, held-out eval, and text <-> ids."""
+
+import numpy as np
+import pytest
+
+from problems.algorithmic import AlgorithmicCopy, AlgorithmicReverse
+from t2t_repro.data.problem import EOS_ID, EVAL, TRAIN
+
+
+class SmallReverse(AlgorithmicReverse):
+    num_examples = {TRAIN: 2000, EVAL: 300}
+
+
+def first_examples(problem, mode, count):
+    return [
+        {key: value.numpy().tolist() for key, value in example.items()}
+        for example in problem.examples(mode).take(count)
+    ]
+
+
+@pytest.mark.parametrize("problem_class, transform", [
+    (AlgorithmicCopy, lambda ids: ids),
+    (AlgorithmicReverse, lambda ids: ids[::-1]),
+])
+def test_targets_are_the_transformed_inputs_ending_in_eos(problem_class, transform):
+    problem = problem_class()
+    for example in first_examples(problem, TRAIN, 50):
+        inputs, targets = example["inputs"], example["targets"]
+        assert inputs[-1] == EOS_ID and targets[-1] == EOS_ID
+        assert targets[:-1] == transform(inputs[:-1])
+        assert all(2 <= token < problem.input_vocab_size for token in inputs[:-1])
+
+
+def test_eval_sequences_never_occur_in_training():
+    problem = SmallReverse()
+    train = {tuple(s) for s in problem.sequences(TRAIN)}
+    held_out = problem.sequences(EVAL)
+    assert held_out, "every eval sequence was also a training sequence"
+    assert not train & {tuple(s) for s in held_out}
+
+
+def test_sequences_are_reproducible_and_modes_differ():
+    first, second = SmallReverse(), SmallReverse()
+    assert first.sequences(TRAIN) == second.sequences(TRAIN)
+    assert first.sequences(TRAIN)[:20] != first.sequences(EVAL)[:20]
+    lengths = [len(s) for s in first.sequences(TRAIN)]
+    assert min(lengths) == 1 and max(lengths) == first.max_sequence_length
+
+
+def test_text_round_trip_and_bad_symbols():
+    problem = AlgorithmicReverse()
+    ids = problem.encode("3 0 9")
+    assert ids == [5, 2, 11, EOS_ID]
+    assert problem.decode(ids) == "3 0 9"
+    assert problem.decode(np.array([5, 2, EOS_ID, 7, 0])) == "3 0"
+    with pytest.raises(ValueError, match=r"symbols 0\.\.9.*\[12\]"):
+        problem.encode("1 12")

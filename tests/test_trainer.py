@@ -1,0 +1,102 @@
+"""The trainer's command line, run as a user runs it: `python -m t2t_repro.trainer ...`."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from t2t_repro import registry
+
+TINY_RUN = [
+    "--problem=algorithmic_copy",
+    "--hparams_set=transformer_tiny",
+    "--hparams=batch_size=256,max_length=24",
+    "--eval_steps=2",
+    "--log_every=5",
+]
+
+
+def run_trainer(*args):
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    return subprocess.run(
+        [sys.executable, "-m", "t2t_repro.trainer", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+
+
+@pytest.mark.parametrize(
+    "bad_flag, named, listed",
+    [
+        ("--problem=nope", "problem 'nope'", ["algorithmic_copy", "algorithmic_reverse"]),
+        ("--hparams_set=nope", "hparams set 'nope'", ["transformer_base", "transformer_big"]),
+        ("--hparams=nope=1", "hparam 'nope'", ["num_heads", "hidden_size", "label_smoothing"]),
+    ],
+)
+def test_unknown_names_exit_nonzero_listing_the_valid_choices(tmp_path, bad_flag, named, listed):
+    """Each bad name fails before any work, names itself and lists what is registered."""
+    good = {
+        "--problem": "--problem=algorithmic_copy",
+        "--hparams_set": "--hparams_set=transformer_tiny",
+        "--hparams": "--hparams=",
+    }
+    good[bad_flag.split("=")[0]] = bad_flag
+    result = run_trainer(*good.values(), f"--output_dir={tmp_path / 'run'}")
+    assert result.returncode != 0
+    assert named in result.stderr
+    for name in listed:
+        assert name in result.stderr
+    assert not os.path.exists(tmp_path / "run" / "hparams.json")
+
+
+def test_missing_required_flags_are_named():
+    result = run_trainer("--problem=algorithmic_copy")
+    assert result.returncode != 0
+    assert "--hparams_set" in result.stderr and "--output_dir" in result.stderr
+
+
+def test_registry_help_lists_every_registered_name():
+    result = run_trainer("--registry_help")
+    assert result.returncode == 0, result.stderr
+    registry.import_all()
+    for reg in (registry.problems, registry.hparams_sets, registry.models):
+        for name in reg.names():
+            assert f"  {name}\n" in result.stdout
+
+
+def test_run_writes_its_config_resumes_from_flagfile_and_refuses_other_hparams(tmp_path):
+    """A run saves hparams.json and flags.txt; `--flagfile` reloads it and continues from the
+    saved step; resuming with different hparams is refused and leaves the saved files alone."""
+    output_dir = tmp_path / "run"
+    first = run_trainer(*TINY_RUN, f"--output_dir={output_dir}", "--train_steps=10")
+    assert first.returncode == 0, first.stderr
+    assert (output_dir / "ckpt-10.weights.h5").exists()
+
+    saved_hparams = json.loads((output_dir / "hparams.json").read_text())
+    assert saved_hparams["batch_size"] == 256 and saved_hparams["hidden_size"] == 64
+    flags_lines = (output_dir / "flags.txt").read_text().splitlines()
+    assert "--problem=algorithmic_copy" in flags_lines
+    assert "--hparams=batch_size=256,max_length=24" in flags_lines
+    assert all(line.startswith("--") for line in flags_lines)
+
+    resumed = run_trainer(f"--flagfile={output_dir / 'flags.txt'}", "--train_steps=15")
+    assert resumed.returncode == 0, resumed.stderr
+    assert "Resumed from" in resumed.stdout and "at step 10" in resumed.stdout
+    assert (output_dir / "ckpt-15.weights.h5").exists()
+
+    hparams_before = (output_dir / "hparams.json").read_text()
+    refused = run_trainer(
+        "--problem=algorithmic_copy",
+        "--hparams_set=transformer_tiny",
+        "--hparams=batch_size=512,max_length=24",
+        f"--output_dir={output_dir}",
+        "--train_steps=20",
+    )
+    assert refused.returncode != 0
+    assert "batch_size" in refused.stderr and "different hparams" in refused.stderr
+    assert (output_dir / "hparams.json").read_text() == hparams_before
+    assert not (output_dir / "ckpt-20.weights.h5").exists()

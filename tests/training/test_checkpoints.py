@@ -1,0 +1,201 @@
+"""CheckpointManager and CheckpointCallback on a tiny compiled Keras model."""
+
+import os
+import types
+
+import keras
+import numpy as np
+import pytest
+
+from t2t_repro.training import checkpoints
+from t2t_repro.training.checkpoints import CheckpointCallback, CheckpointManager
+
+
+def tiny_compiled_model(seed=0):
+    """A compiled Dense model whose optimizer's slots exist (as TrainingRun builds them)."""
+    keras.utils.set_random_seed(seed)
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
+    model.compile(optimizer=keras.optimizers.Adam(0.01), loss="mse")
+    model.optimizer.build(model.trainable_variables)
+    return model
+
+
+def toy_data(count=40):
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(count, 3)).astype("float32")
+    return x, x[:, :2] * 2.0 - 1.0
+
+
+def train_steps(model, steps, callbacks=()):
+    x, y = toy_data(4 * steps)
+    model.fit(x, y, batch_size=4, epochs=1, shuffle=False, verbose=0, callbacks=list(callbacks))
+
+
+def iterations(model):
+    return int(keras.ops.convert_to_numpy(model.optimizer.iterations))
+
+
+def slot_values(model):
+    """Adam's first and second moments, in the optimizer's order."""
+    found = [
+        keras.ops.convert_to_numpy(v) for v in model.optimizer.variables
+        if v.path.endswith(("_momentum", "_velocity"))
+    ]
+    assert len(found) == 2 * len(model.trainable_variables)
+    return found
+
+
+def checkpoint_steps(directory):
+    return [step for step, _ in checkpoints.list_checkpoints(directory)]
+
+
+def test_keeps_last_k(tmp_path):
+    """Saving at steps 1..5 with max_to_keep=3 leaves exactly ckpt-3, ckpt-4, ckpt-5 on disk."""
+    model = tiny_compiled_model()
+    manager = CheckpointManager(str(tmp_path), model, max_to_keep=3)
+    for step in range(1, 6):
+        model.optimizer.iterations.assign(step)
+        path = manager.save()
+        assert os.path.basename(path) == f"ckpt-{step}.weights.h5"
+    assert checkpoint_steps(tmp_path) == [3, 4, 5]
+    assert sorted(os.listdir(tmp_path)) == [
+        "ckpt-3.weights.h5", "ckpt-4.weights.h5", "ckpt-5.weights.h5"
+    ]
+    assert checkpoints.latest_checkpoint(str(tmp_path)) == os.path.join(
+        str(tmp_path), "ckpt-5.weights.h5"
+    )
+
+
+def test_max_to_keep_must_be_positive(tmp_path):
+    """Keeping zero checkpoints would delete every save; it is refused."""
+    with pytest.raises(ValueError, match="max_to_keep"):
+        CheckpointManager(str(tmp_path), tiny_compiled_model(), max_to_keep=0)
+
+
+def test_save_leaves_no_partial_file(tmp_path):
+    """A completed save leaves only the final file: the temporary name is renamed away."""
+    model = tiny_compiled_model()
+    model.optimizer.iterations.assign(12)
+    CheckpointManager(str(tmp_path), model).save()
+    assert os.listdir(tmp_path) == ["ckpt-12.weights.h5"]
+
+
+def test_interrupted_write_never_looks_complete(tmp_path, monkeypatch):
+    """A write that dies half-way (here: bytes written, then an error) leaves no file under the
+    checkpoint name, so the previous checkpoint stays the latest."""
+    model = tiny_compiled_model()
+    manager = CheckpointManager(str(tmp_path), model)
+    model.optimizer.iterations.assign(5)
+    manager.save()
+
+    def dying_save_weights(path):
+        with open(path, "wb") as f:
+            f.write(b"\x89HDF half a file")
+        raise OSError("killed mid-write")
+
+    monkeypatch.setattr(model, "save_weights", dying_save_weights)
+    model.optimizer.iterations.assign(10)
+    with pytest.raises(OSError):
+        manager.save()
+    assert not os.path.exists(os.path.join(tmp_path, "ckpt-10.weights.h5"))
+    assert checkpoint_steps(tmp_path) == [5]
+
+
+def test_stray_partial_file_is_not_a_checkpoint(tmp_path):
+    """A `.partial-*` file left by a killed run is neither listed nor restored from."""
+    model = tiny_compiled_model()
+    manager = CheckpointManager(str(tmp_path), model)
+    model.optimizer.iterations.assign(7)
+    manager.save()
+    with open(os.path.join(tmp_path, ".partial-ckpt-9.weights.h5"), "wb") as f:
+        f.write(b"garbage")
+    assert checkpoint_steps(tmp_path) == [7]
+    assert checkpoints.latest_checkpoint(str(tmp_path)).endswith("ckpt-7.weights.h5")
+    model.optimizer.iterations.assign(0)
+    assert manager.restore() == 7
+
+
+def test_restore_returns_saved_step_with_weights_and_optimizer(tmp_path):
+    """After 7 real updates and a save, more training changes everything; restore brings back
+    step 7, the weights and Adam's moments exactly."""
+    model = tiny_compiled_model()
+    manager = CheckpointManager(str(tmp_path), model)
+    train_steps(model, 7)
+    assert iterations(model) == 7
+    manager.save()
+    saved_weights = [w.copy() for w in model.get_weights()]
+    saved_slots = slot_values(model)
+    assert any(np.any(s != 0) for s in saved_slots)
+
+    train_steps(model, 3)
+    assert iterations(model) == 10
+    assert not np.allclose(model.get_weights()[0], saved_weights[0])
+
+    assert manager.restore() == 7
+    assert iterations(model) == 7
+    for restored, saved in zip(model.get_weights(), saved_weights):
+        np.testing.assert_array_equal(restored, saved)
+    for restored, saved in zip(slot_values(model), saved_slots):
+        np.testing.assert_array_equal(restored, saved)
+
+
+def test_restore_into_fresh_model(tmp_path):
+    """A new model (different initialisation) restored from the directory matches the saved one:
+    this is how a restarted process resumes."""
+    model = tiny_compiled_model(seed=0)
+    train_steps(model, 4)
+    CheckpointManager(str(tmp_path), model).save()
+
+    fresh = tiny_compiled_model(seed=1)
+    assert not np.allclose(fresh.get_weights()[0], model.get_weights()[0])
+    assert CheckpointManager(str(tmp_path), fresh).restore() == 4
+    for restored, saved in zip(fresh.get_weights(), model.get_weights()):
+        np.testing.assert_array_equal(restored, saved)
+    for restored, saved in zip(slot_values(fresh), slot_values(model)):
+        np.testing.assert_array_equal(restored, saved)
+
+
+def test_restore_specific_path_and_empty_directory(tmp_path):
+    """restore() of an empty directory returns 0 and changes nothing; restore(path) loads that
+    checkpoint and returns its step, not the latest one's."""
+    model = tiny_compiled_model()
+    manager = CheckpointManager(str(tmp_path / "ckpts"), model)
+    before = [w.copy() for w in model.get_weights()]
+    assert manager.restore() == 0
+    for now, then in zip(model.get_weights(), before):
+        np.testing.assert_array_equal(now, then)
+
+    train_steps(model, 2)
+    older = manager.save()
+    older_weights = [w.copy() for w in model.get_weights()]
+    train_steps(model, 3)
+    manager.save()
+    assert manager.restore(older) == 2
+    for now, then in zip(model.get_weights(), older_weights):
+        np.testing.assert_array_equal(now, then)
+
+
+def test_callback_saves_every_n_steps(tmp_path):
+    """every_steps=3 over 10 training steps writes checkpoints at steps 3, 6 and 9 only."""
+    model = tiny_compiled_model()
+    manager = CheckpointManager(str(tmp_path), model, max_to_keep=10)
+    train_steps(model, 10, [CheckpointCallback(manager, every_steps=3, every_minutes=0)])
+    assert iterations(model) == 10
+    assert checkpoint_steps(tmp_path) == [3, 6, 9]
+
+
+def test_callback_saves_every_n_minutes(tmp_path, monkeypatch):
+    """every_minutes=10 with a clock advancing 4 minutes per step saves when 10 minutes have
+    passed since the last save: steps 3 (12 min), 6 (24) and 9 (36) of 10."""
+    clock = {"now": 0.0}
+    monkeypatch.setattr(checkpoints, "time", types.SimpleNamespace(monotonic=lambda: clock["now"]))
+
+    class AdvanceClock(keras.callbacks.Callback):
+        def on_train_batch_end(self, batch, logs=None):
+            clock["now"] += 4 * 60.0
+
+    model = tiny_compiled_model()
+    manager = CheckpointManager(str(tmp_path), model, max_to_keep=10)
+    callback = CheckpointCallback(manager, every_steps=0, every_minutes=10)
+    train_steps(model, 10, [AdvanceClock(), callback])
+    assert checkpoint_steps(tmp_path) == [3, 6, 9]
