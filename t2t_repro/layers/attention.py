@@ -1,9 +1,14 @@
 """Scaled dot-product attention and multi-head attention (paper §3.2)."""
 
 import math
+import warnings
 
 import keras
 from keras import ops
+
+# Keras warns of a softmax over an axis of size 1. Attention over a single key is legitimate (the
+# first decoding step, a one-token source); the warning would repeat on every such call.
+warnings.filterwarnings("ignore", message="You are using a softmax over axis -1 of a tensor")
 
 
 def _large_negative(dtype):

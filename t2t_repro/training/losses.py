@@ -42,9 +42,25 @@ def masked_mean(values, mask):
     return ops.sum(values * mask) / ops.maximum(ops.sum(mask), 1.0)
 
 
+def replica_share(loss):
+    """This replica's part of a loss averaged over the replicas of a tf.distribute strategy.
+
+    Keras sums gradients across replicas and divides the losses it reduces itself by the
+    number of replicas; a loss that arrives already reduced to a scalar must be divided here,
+    or N replicas would take N-times too large a step and report N times the loss.
+    """
+    if keras.backend.backend() != "tensorflow":
+        return loss
+    import tensorflow as tf
+
+    replicas = tf.distribute.get_strategy().num_replicas_in_sync
+    return loss / replicas if replicas > 1 else loss
+
+
 @keras.saving.register_keras_serializable(package="t2t_repro")
 class LabelSmoothedCrossEntropy(keras.losses.Loss):
-    """Mean label-smoothed cross-entropy per non-padding target token."""
+    """Mean label-smoothed cross-entropy per non-padding target token (per replica, under a
+    tf.distribute strategy: replicas then weigh equally, as in tensor2tensor)."""
 
     def __init__(self, smoothing=0.1, name="label_smoothed_cross_entropy", **kwargs):
         super().__init__(name=name, **kwargs)
@@ -52,7 +68,7 @@ class LabelSmoothedCrossEntropy(keras.losses.Loss):
 
     def call(self, y_true, y_pred):
         losses = label_smoothed_cross_entropy(y_true, y_pred, self.smoothing)
-        return masked_mean(losses, token_mask(y_true))
+        return replica_share(masked_mean(losses, token_mask(y_true)))
 
     def get_config(self):
         return {**super().get_config(), "smoothing": self.smoothing}
