@@ -162,6 +162,5 @@ def create_hparams(hparams_set, overrides=""):
     """The registered set `hparams_set` with the override string applied."""
     from t2t_repro import registry
 
-    registry.import_all()
     hparams = registry.hparams_sets[hparams_set]()
     return hparams.override_from_string(overrides or "")

@@ -1,8 +1,8 @@
 """One registry each for problems, hparams sets and models, filled by decorators.
 
-Registration happens when the defining module is imported; `import_all()` imports the
-project's `problems` and `hparams` packages and the model modules so that every name is known
-before a lookup.
+Registration happens when the defining module is imported. Each registry imports its own
+package (`problems`, `hparams`, `t2t_repro.models`) before its first lookup, so every name is
+known then, and looking up an hparams set or a model never loads the problems' TensorFlow.
 """
 
 import difflib
@@ -27,9 +27,15 @@ def default_name(obj):
 class Registry:
     """Names mapped to objects, with error messages that list the registered names."""
 
-    def __init__(self, kind):
+    def __init__(self, kind, package=None):
         self.kind = kind
+        self.package = package
         self._entries = {}
+
+    def import_package(self):
+        """Imports the package whose modules register into this registry (idempotent)."""
+        if self.package:
+            importlib.import_module(self.package)
 
     def register(self, name_or_obj=None):
         """Decorator: `@reg.register` (snake_case of the object's name) or `@reg.register("name")`."""
@@ -46,14 +52,16 @@ class Registry:
         return lambda obj: decorate(obj, name_or_obj)
 
     def __getitem__(self, name):
-        if name not in self._entries:
+        if name not in self:
             raise RegistryError(self.unknown_name_message(name))
         return self._entries[name]
 
     def __contains__(self, name):
+        self.import_package()
         return name in self._entries
 
     def names(self):
+        self.import_package()
         return sorted(self._entries)
 
     def unknown_name_message(self, name):
@@ -68,24 +76,22 @@ class Registry:
         )
 
 
-problems = Registry("problem")
-hparams_sets = Registry("hparams set")
-models = Registry("model")
-
-_PACKAGES_TO_REGISTER = ("problems", "hparams", "t2t_repro.models")
+problems = Registry("problem", package="problems")
+hparams_sets = Registry("hparams set", package="hparams")
+models = Registry("model", package="t2t_repro.models")
+REGISTRIES = (problems, hparams_sets, models)
 
 
 def import_all():
     """Imports every module that registers something (idempotent)."""
-    for package in _PACKAGES_TO_REGISTER:
-        importlib.import_module(package)
+    for registry in REGISTRIES:
+        registry.import_package()
 
 
 def help_text():
     """The `--registry_help` listing."""
-    import_all()
     sections = []
-    for registry in (problems, hparams_sets, models):
+    for registry in REGISTRIES:
         lines = [f"{registry.kind}s ({len(registry.names())}):"]
         lines += [f"  {name}" for name in registry.names()]
         sections.append("\n".join(lines))

@@ -117,7 +117,6 @@ def run():
     from t2t_repro.training.loop import TrainingRun
     from t2t_repro.training.strategy import create_strategy
 
-    registry.import_all()
     problem = registry.problems[FLAGS.problem]()
     hparams = resolve_hparams(FLAGS.output_dir)
     if FLAGS.model not in registry.models:

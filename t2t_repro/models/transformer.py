@@ -34,6 +34,14 @@ def _position_layer(hparams, name):
     )
 
 
+def _call_layer(layer, attention_scores, *args, **kwargs):
+    """Calls `layer`; when `attention_scores` is a dict, also stores its weights there."""
+    if attention_scores is None:
+        return layer(*args, **kwargs)
+    output, attention_scores[layer.name] = layer(*args, return_attention_scores=True, **kwargs)
+    return output
+
+
 @registry.models.register("transformer")
 @keras.saving.register_keras_serializable(package="t2t_repro")
 class Transformer(keras.Model):
@@ -140,19 +148,25 @@ class Transformer(keras.Model):
         x = x + position(x)
         return dropout(x, training=training)
 
-    def encode(self, inputs, training=None):
-        """Source ids [batch, s] -> (memory [batch, s, d], memory_mask [batch, 1, s])."""
+    def encode(self, inputs, training=None, attention_scores=None):
+        """Source ids [batch, s] -> (memory [batch, s, d], memory_mask [batch, 1, s]).
+
+        A dict passed as `attention_scores` receives each layer's attention weights under the
+        layer's name (see `attention_weights`).
+        """
         memory_mask = padding_mask(inputs)
         x = self._embed(
             inputs, self.input_embedding, self.encoder_position, self.encoder_input_dropout, training
         )
         for layer in self.encoder_layers:
-            x = layer(x, attention_mask=memory_mask, training=training)
+            x = _call_layer(
+                layer, attention_scores, x, attention_mask=memory_mask, training=training
+            )
         if self.encoder_final_norm is not None:
             x = self.encoder_final_norm(x)
         return x, memory_mask
 
-    def decode(self, decoder_inputs, memory, memory_mask, training=None):
+    def decode(self, decoder_inputs, memory, memory_mask, training=None, attention_scores=None):
         """Decoder input ids [batch, t] attending to `memory` -> logits [batch, t, vocab]."""
         x = self._embed(
             decoder_inputs,
@@ -163,7 +177,9 @@ class Transformer(keras.Model):
         )
         self_mask = causal_mask(ops.shape(decoder_inputs)[1])
         for layer in self.decoder_layers:
-            x = layer(
+            x = _call_layer(
+                layer,
+                attention_scores,
                 x,
                 memory,
                 self_attention_mask=self_mask,
@@ -179,6 +195,19 @@ class Transformer(keras.Model):
     def call(self, features, training=None):
         memory, memory_mask = self.encode(features["inputs"], training=training)
         return self.decode(shift_right(features["targets"]), memory, memory_mask, training=training)
+
+    def attention_weights(self, features):
+        """Every layer's attention weights on teacher-forced `features`, for visualisation.
+
+        Returns {"encoder_layer_i": [batch, heads, s, s], "decoder_layer_i": {"self": [batch,
+        heads, t, t], "cross": [batch, heads, t, s]}}; each row sums to 1 over the keys.
+        """
+        scores = {}
+        memory, memory_mask = self.encode(features["inputs"], attention_scores=scores)
+        self.decode(
+            shift_right(features["targets"]), memory, memory_mask, attention_scores=scores
+        )
+        return scores
 
     def build_weights(self):
         """Creates every weight now (subclassed models otherwise build on their first call)."""

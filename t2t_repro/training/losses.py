@@ -91,7 +91,7 @@ class _TokenMean(keras.metrics.Metric):
         self.count.assign_add(ops.sum(mask))
 
     def result(self):
-        return self.total / ops.maximum(self.count, 1.0)
+        return ops.divide_no_nan(self.total, self.count)  # 0 before any token is seen
 
     def reset_state(self):
         self.total.assign(0.0)
@@ -130,7 +130,7 @@ class TargetTokens(keras.metrics.Metric):
         self.count.assign_add(ops.sum(token_mask(y_true)))
 
     def result(self):
-        return self.count
+        return ops.cast(self.count, self.dtype)
 
     def reset_state(self):
         self.count.assign(0.0)

@@ -33,8 +33,7 @@ def _model(seed=0, input_vocab_size=VOCAB, target_vocab_size=VOCAB, **overrides)
 
 @pytest.fixture(scope="module")
 def tiny_model():
-    """One post-norm, shared-embedding transformer_tiny for the tests that only read it
-    (building a model costs about a second, most of it Keras tracing call() once)."""
+    """One post-norm, shared-embedding transformer_tiny for the tests that only read it."""
     return _model()
 
 
@@ -122,6 +121,34 @@ def test_extra_source_padding_changes_nothing_at_real_positions(tiny_model):
         _np(model(FEATURES, training=False)),
         atol=1e-5,
     )
+
+
+def test_attention_weights_of_every_layer_obey_the_masks(tiny_model):
+    """The weights offered for visualisation are distributions over the keys that put nothing on
+    source padding or on later target positions, for every layer and head."""
+    scores = tiny_model.attention_weights(FEATURES)
+    batch, source_len = INPUTS.shape
+    target_len = TARGETS.shape[1]
+    heads = tiny_model.hparams.num_heads
+    assert sorted(scores) == ["decoder_layer_0", "decoder_layer_1", "encoder_layer_0",
+                              "encoder_layer_1"]
+    pad_keys = INPUTS == 0  # [batch, s]
+    later_keys = np.triu(np.ones((target_len, target_len), bool), k=1)
+    for name, weights in scores.items():
+        if name.startswith("encoder"):
+            encoder_self = _np(weights)
+            assert encoder_self.shape == (batch, heads, source_len, source_len)
+            np.testing.assert_allclose(encoder_self.sum(-1), 1.0, atol=1e-5)
+            assert np.all(encoder_self[np.broadcast_to(pad_keys[:, None, None, :],
+                                                       encoder_self.shape)] == 0)
+        else:
+            decoder_self, cross = _np(weights["self"]), _np(weights["cross"])
+            assert decoder_self.shape == (batch, heads, target_len, target_len)
+            assert cross.shape == (batch, heads, target_len, source_len)
+            np.testing.assert_allclose(decoder_self.sum(-1), 1.0, atol=1e-5)
+            np.testing.assert_allclose(cross.sum(-1), 1.0, atol=1e-5)
+            assert np.all(decoder_self[..., later_keys] == 0)
+            assert np.all(cross[np.broadcast_to(pad_keys[:, None, None, :], cross.shape)] == 0)
 
 
 def test_one_matrix_serves_source_target_and_softmax(tiny_model):
