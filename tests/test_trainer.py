@@ -4,10 +4,12 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
 from t2t_repro import registry
+from t2t_repro.training import checkpoints
 
 TINY_RUN = [
     "--problem=algorithmic_copy",
@@ -100,3 +102,32 @@ def test_run_writes_its_config_resumes_from_flagfile_and_refuses_other_hparams(t
     assert "batch_size" in refused.stderr and "different hparams" in refused.stderr
     assert (output_dir / "hparams.json").read_text() == hparams_before
     assert not (output_dir / "ckpt-20.weights.h5").exists()
+
+
+def test_training_killed_with_sigkill_resumes_from_its_last_checkpoint(tmp_path):
+    """A trainer process killed outright (no chance to clean up) leaves only whole checkpoints,
+    and the same command resumes from the newest of them."""
+    output_dir = tmp_path / "run"
+    command = [
+        sys.executable, "-m", "t2t_repro.trainer", *TINY_RUN, f"--output_dir={output_dir}",
+        "--train_steps=100000", "--save_checkpoints_steps=5", "--eval_every=100000",
+    ]
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    try:
+        deadline = time.monotonic() + 240
+        while not (output_dir / "ckpt-10.weights.h5").exists():
+            assert process.poll() is None, process.stderr.read().decode()
+            assert time.monotonic() < deadline, "no second checkpoint within 4 minutes"
+            time.sleep(0.2)
+    finally:
+        process.kill()
+        process.wait()
+    saved_steps = [step for step, _ in checkpoints.list_checkpoints(str(output_dir))]
+    assert saved_steps and saved_steps[-1] >= 10
+
+    resumed = run_trainer(*TINY_RUN, f"--output_dir={output_dir}",
+                          f"--train_steps={saved_steps[-1] + 2}")
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"at step {saved_steps[-1]}." in resumed.stdout
+    assert (output_dir / f"ckpt-{saved_steps[-1] + 2}.weights.h5").exists()
