@@ -10,8 +10,9 @@ import itertools
 import numpy as np
 import tensorflow as tf
 
-from t2t_repro.data.problem import EOS_ID, EVAL, TRAIN, Problem
+from t2t_repro.data.problem import EVAL, TRAIN, Problem
 from t2t_repro.registry import problems
+from t2t_repro.special_ids import EOS_ID
 
 _RESERVED_IDS = 2  # padding and EOS
 

@@ -7,8 +7,6 @@ from t2t_repro.data import batching
 TRAIN = "train"
 EVAL = "eval"
 MODES = (TRAIN, EVAL)
-PAD_ID = 0
-EOS_ID = 1
 
 
 class Problem:

@@ -7,7 +7,7 @@ decoding issue replaces it for real translation work.
 import numpy as np
 from keras import ops
 
-from t2t_repro.data.problem import EOS_ID, PAD_ID
+from t2t_repro.special_ids import EOS_ID, PAD_ID
 from t2t_repro.models.transformer import shift_right
 
 

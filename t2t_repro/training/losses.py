@@ -3,7 +3,7 @@
 import keras
 from keras import ops
 
-from t2t_repro.layers.masks import PAD_ID
+from t2t_repro.special_ids import PAD_ID
 
 
 def _log_probs_and_nll(labels, logits):

@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 
 from problems.algorithmic import AlgorithmicCopy, AlgorithmicReverse
-from t2t_repro.data.problem import EOS_ID, EVAL, TRAIN
+from t2t_repro.data.problem import EVAL, TRAIN
+from t2t_repro.special_ids import EOS_ID
 
 
 class SmallReverse(AlgorithmicReverse):
