@@ -121,9 +121,6 @@ class HParams:
     def values(self):
         return dict(self._values)
 
-    def copy(self):
-        return HParams(**self._values)
-
     def differences(self, other):
         """Names of hyperparameters whose values differ from `other` (or exist in one only)."""
         keys = set(self._values) | set(other._values)
