@@ -1,3 +1,3 @@
 """Registered problems; importing this package registers them all."""
 
-from problems import algorithmic
+from problems import algorithmic, parsing_wsj, translate_ende, translate_enfr

@@ -5,11 +5,13 @@ sequences come from different seeds, and eval sequences that also occur in train
 dropped, so eval accuracy is measured on held-out sequences.
 """
 
+import collections
 import itertools
 
 import numpy as np
 import tensorflow as tf
 
+from t2t_repro.data.records import rows_as_tensors
 from t2t_repro.data.problem import EVAL, TRAIN, Problem
 from t2t_repro.registry import problems
 from t2t_repro.special_ids import EOS_ID
@@ -25,7 +27,8 @@ class AlgorithmicProblem(Problem):
     num_examples = {TRAIN: 100_000, EVAL: 1_000}
     seeds = {TRAIN: 1, EVAL: 2}
 
-    def __init__(self):
+    def __init__(self, data_dir=None, data_hparams=""):
+        super().__init__(data_dir, data_hparams)
         self.input_vocab_size = self.target_vocab_size = self.num_symbols + _RESERVED_IDS
         self._sequences = {}
 
@@ -51,14 +54,16 @@ class AlgorithmicProblem(Problem):
     def _ids(self, symbols):
         return [s + _RESERVED_IDS for s in symbols] + [EOS_ID]
 
-    def examples(self, mode, data_dir=None):
+    def length_histogram(self, mode):
+        return collections.Counter(len(sequence) + 1 for sequence in self.sequences(mode))  # + EOS
+
+    def examples(self, mode):
         sequences = self.sequences(mode)
         inputs = _ragged_ids([self._ids(s) for s in sequences])
         targets = _ragged_ids([self._ids(self.target_of(s)) for s in sequences])
-        dataset = tf.data.Dataset.from_tensor_slices({"inputs": inputs, "targets": targets})
-        # Rows of a ragged tensor are typed as ragged specs (of rank 0) although they are plain
-        # vectors inside map; passing them through map types them as the tensors they are.
-        return dataset.map(dict)
+        return rows_as_tensors(
+            tf.data.Dataset.from_tensor_slices({"inputs": inputs, "targets": targets})
+        )
 
     def encode(self, text):
         symbols = [int(token) for token in text.split()]

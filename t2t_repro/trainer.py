@@ -16,18 +16,18 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from absl import app, flags  # noqa: E402
 
+from t2t_repro import problem_flags  # noqa: E402
 from t2t_repro.training.strategy import STRATEGIES  # noqa: E402
 
 FLAGS = flags.FLAGS
 
-flags.DEFINE_string("problem", None, "Registered problem to train on.")
 flags.DEFINE_string("model", "transformer", "Registered model.")
 flags.DEFINE_string("hparams_set", None, "Registered hparams set.")
 flags.DEFINE_string("hparams", "", 'Overrides of the set, "name=value,name2=value2".')
-flags.DEFINE_string("data_dir", None, "Where the problem's prepared data lives.")
-flags.DEFINE_string("tmp_dir", None, "Where raw downloads and source files live.")
 flags.DEFINE_string("output_dir", None, "Checkpoints, TensorBoard events, hparams.json, flags.txt.")
-flags.DEFINE_bool("generate_data", False, "Prepare the problem's data in --data_dir first.")
+flags.DEFINE_bool("generate_data", False,
+                  "Generate the problem's data in --data_dir first (from --tmp_dir), as "
+                  "t2t_repro.datagen does; a no-op when it is there already.")
 flags.DEFINE_integer("train_steps", None, "Total training steps (default: the set's train_steps).")
 flags.DEFINE_integer("eval_steps", 0, "Eval batches per evaluation; 0 reads the whole eval set.")
 flags.DEFINE_integer("eval_every", 1000, "Training steps between evaluations.")
@@ -72,9 +72,12 @@ def resolve_hparams(output_dir):
 
 
 def trainer_flags_text():
-    """This module's flags as `--name=value` lines, loadable again with `--flagfile`."""
-    module = FLAGS.find_module_defining_flag("problem")
-    own_flags = sorted(FLAGS.get_flags_for_module(module), key=lambda flag: flag.name)
+    """The trainer's flags as `--name=value` lines, loadable again with `--flagfile`."""
+    modules = {FLAGS.find_module_defining_flag(name) for name in ("problem", "hparams_set")}
+    own_flags = sorted(
+        (flag for module in modules for flag in FLAGS.get_flags_for_module(module)),
+        key=lambda flag: flag.name,
+    )
     lines = [flag.serialize() for flag in own_flags]
     return "".join(line + "\n" for line in lines if line)  # unset flags serialize as ""
 
@@ -92,7 +95,7 @@ def show_decodes(problem, model, hparams, count):
     from t2t_repro.data.problem import EVAL
     from t2t_repro.decoding.greedy import greedy_decode
 
-    examples = problem.dataset(EVAL, hparams, FLAGS.data_dir)
+    examples = problem.dataset(EVAL, hparams)
     decoded_count = correct = 0
     for features, targets in examples:
         batch = features["inputs"][: count - decoded_count]
@@ -117,22 +120,22 @@ def run():
     from t2t_repro.training.loop import TrainingRun
     from t2t_repro.training.strategy import create_strategy
 
-    problem = registry.problems[FLAGS.problem]()
+    problem = problem_flags.create_problem()
     hparams = resolve_hparams(FLAGS.output_dir)
     if FLAGS.model not in registry.models:
         raise ConfigurationError(registry.models.unknown_name_message(FLAGS.model))
+    if FLAGS.generate_data:
+        problem.generate_data(FLAGS.tmp_dir, download=FLAGS.download)
+    problem.check_data()  # before anything is written to --output_dir
     save_run_config(hparams, FLAGS.output_dir)
     if FLAGS.random_seed is not None:
         keras.utils.set_random_seed(FLAGS.random_seed)
-    if FLAGS.generate_data:
-        problem.generate_data(FLAGS.data_dir, FLAGS.tmp_dir)
     run = TrainingRun(
         problem,
         hparams,
         FLAGS.output_dir,
         create_strategy(FLAGS.strategy),
         model_name=FLAGS.model,
-        data_dir=FLAGS.data_dir,
         save_checkpoints_steps=FLAGS.save_checkpoints_steps,
         save_checkpoints_minutes=FLAGS.save_checkpoints_minutes,
         keep_checkpoint_max=FLAGS.keep_checkpoint_max,
@@ -175,7 +178,7 @@ def main(argv):
                 f"--registry_help for the registered problems and hparams sets."
             )
         run()
-    except (ConfigurationError, RegistryError, HParamsError) as error:
+    except (ConfigurationError, RegistryError, HParamsError, *problem_flags.data_errors()) as error:
         sys.exit(f"error: {error}")
 
 

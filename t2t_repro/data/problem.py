@@ -3,23 +3,43 @@
 import tensorflow as tf
 
 from t2t_repro.data import batching
+from t2t_repro.hparams import HParams
+
+class ProblemDataError(ValueError):
+    """A problem's data is missing or does not match what was asked; the message says how
+    to fix it."""
+
 
 TRAIN = "train"
 EVAL = "eval"
 MODES = (TRAIN, EVAL)
 
+# Examples per chunk of the batching pipeline (see `batching`); training shuffles within it.
+CHUNK_SIZE = 16384
+# Batches held for shuffling after length batching, so consecutive steps differ in length.
+_BATCH_SHUFFLE_BUFFER = 64
+
 
 class Problem:
     """A task: its examples, vocabularies and the batched tf.data pipeline over them.
 
-    Subclasses implement `examples(mode, data_dir)` (a dataset of
-    `{"inputs": int32[None], "targets": int32[None]}` ending in EOS), the vocabulary sizes,
-    and `encode`/`decode` between text and ids. `generate_data` writes whatever the problem
-    needs on disk; problems generated in-process need nothing.
+    Args:
+        data_dir: where the problem's generated data lives (problems generated in-process
+            need none).
+        data_hparams: overrides of the problem's data settings (`default_data_hparams`), as
+            `"name=value,..."`; e.g. `vocab_size=8000` for a small corpus.
+
+    Subclasses implement `examples(mode)` (a dataset of `{"inputs": int32[None],
+    "targets": int32[None]}` ending in EOS), the vocabulary sizes, and `encode`/`decode`
+    between text and ids. `generate_data` writes whatever the problem needs in `data_dir`.
     """
 
-    input_vocab_size = None
-    target_vocab_size = None
+    def __init__(self, data_dir=None, data_hparams=""):
+        self.data_dir = data_dir
+        self.data_hparams_overrides = data_hparams or ""
+        self.data_hparams = self.default_data_hparams().override_from_string(
+            self.data_hparams_overrides
+        )
 
     @property
     def name(self):
@@ -27,11 +47,30 @@ class Problem:
 
         return default_name(type(self))
 
-    def generate_data(self, data_dir, tmp_dir):
+    def default_data_hparams(self):
+        """The problem's data settings (vocabulary size, splits ...); none by default."""
+        return HParams()
+
+    def generate_data(self, tmp_dir=None, download=True):
         """Prepares the problem's data in `data_dir`; a no-op when nothing needs preparing."""
 
-    def examples(self, mode, data_dir=None):
+    def check_data(self):
+        """Raises ProblemDataError, saying how to generate it, when the data is not ready."""
+
+    def examples(self, mode):
         raise NotImplementedError
+
+    def example_chunks(self, mode, repeat=False, shuffle=False, seed=None):
+        """The mode's examples as ragged chunks of `CHUNK_SIZE` (the batching pipeline's input)."""
+        examples = self.examples(mode)
+        if repeat:
+            examples = examples.repeat()
+        return examples.ragged_batch(CHUNK_SIZE)
+
+    def length_histogram(self, mode):
+        """`{length: count}` of the mode's examples (length: the longer of inputs and targets),
+        or None when unknown before reading them; used to report what `max_length` drops."""
+        return None
 
     def encode(self, text):
         """Source text -> ids ending in EOS."""
@@ -41,23 +80,32 @@ class Problem:
         """Target ids -> text, stopping at the first EOS and dropping padding."""
         raise NotImplementedError
 
-    def dataset(self, mode, hparams, data_dir=None, shuffle=None, repeat=None, seed=None):
-        """Batched examples: length filter, shuffling (train), token-budget bucketing.
+    def dropped_by_max_length(self, mode, max_length):
+        """`(dropped, total)`: how many of the mode's examples are longer than `max_length`,
+        or None when the problem cannot tell without reading them."""
+        histogram = self.length_histogram(mode)
+        if histogram is None:
+            return None
+        dropped = sum(count for length, count in histogram.items() if length > max_length)
+        return dropped, sum(histogram.values())
+
+    def dataset(self, mode, hparams, shuffle=None, repeat=None, seed=None):
+        """Batches for `keras.Model.fit`: `(features, targets)` of at most `hparams.batch_size`
+        tokens (global across replicas), examples longer than `hparams.max_length` dropped.
 
         Training data is shuffled and repeated forever; eval data keeps a fixed order and is
-        read once. Each element is `(features, targets)` for `keras.Model.fit`.
+        read once.
         """
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got '{mode}'.")
         training = mode == TRAIN
         shuffle = training if shuffle is None else shuffle
         repeat = training if repeat is None else repeat
-        dataset = self.examples(mode, data_dir)
-        dataset = batching.filter_by_max_length(dataset, hparams.max_length)
+        chunks = self.example_chunks(mode, repeat=repeat, shuffle=shuffle, seed=seed)
+        batches = batching.batch_by_token_budget(
+            chunks, hparams.batch_size, hparams.max_length, shuffle=shuffle, seed=seed
+        )
         if shuffle:
-            dataset = dataset.shuffle(10000, seed=seed)
-        if repeat:
-            dataset = dataset.repeat()
-        dataset = batching.batch_by_token_budget(dataset, hparams.batch_size, hparams.max_length)
-        dataset = dataset.map(lambda features: (features, features["targets"]))
-        return dataset.prefetch(tf.data.AUTOTUNE)
+            batches = batches.shuffle(_BATCH_SHUFFLE_BUFFER, seed=seed)
+        batches = batches.map(lambda features: (features, features["targets"]))
+        return batches.prefetch(tf.data.AUTOTUNE)

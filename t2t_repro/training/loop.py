@@ -41,7 +41,6 @@ class TrainingRun:
         output_dir: where checkpoints and TensorBoard events go.
         strategy: a tf.distribute strategy; variables are created in its scope.
         model_name: a registered model.
-        data_dir: passed to the problem's datasets.
         save_checkpoints_steps, save_checkpoints_minutes, keep_checkpoint_max: checkpointing.
         eval_every: training steps between evaluations. eval_steps: batches per evaluation
             (0: the whole eval set). log_every: steps between progress lines.
@@ -55,7 +54,6 @@ class TrainingRun:
         output_dir,
         strategy,
         model_name="transformer",
-        data_dir=None,
         save_checkpoints_steps=1000,
         save_checkpoints_minutes=10.0,
         keep_checkpoint_max=20,
@@ -69,7 +67,6 @@ class TrainingRun:
         self.hparams = hparams
         self.output_dir = output_dir
         self.strategy = strategy
-        self.data_dir = data_dir
         self.save_checkpoints_steps = save_checkpoints_steps
         self.save_checkpoints_minutes = save_checkpoints_minutes
         self.eval_every = eval_every
@@ -89,8 +86,17 @@ class TrainingRun:
     def _dataset(self, mode):
         """The mode's batched dataset, built once; each iteration over it starts afresh."""
         if mode not in self._datasets:
-            self._datasets[mode] = self.problem.dataset(mode, self.hparams, self.data_dir)
+            self._report_length_filter(mode)
+            self._datasets[mode] = self.problem.dataset(mode, self.hparams)
         return self._datasets[mode]
+
+    def _report_length_filter(self, mode):
+        """Says how many of the mode's examples `max_length` leaves out (never truncated)."""
+        counts = self.problem.dropped_by_max_length(mode, self.hparams.max_length)
+        if counts is not None:
+            dropped, total = counts
+            self.print_fn(f"{mode} data: {total} examples, {dropped} ({dropped / total:.2%}) "
+                          f"longer than max_length={self.hparams.max_length} left out.")
 
     def _writer(self, mode):
         if mode not in self._writers:

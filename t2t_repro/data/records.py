@@ -1,0 +1,101 @@
+"""Sharded TFRecord files of token-id examples: written once by datagen, read by the pipeline.
+
+Each record is a `tf.train.Example` with two int64 lists, `inputs` and `targets` (ids ending in
+EOS), tensor2tensor's layout. Shards are written under temporary names and renamed when complete,
+so an interrupted datagen never leaves a shard that looks finished.
+"""
+
+import os
+import random
+
+import tensorflow as tf
+
+FEATURES = ("inputs", "targets")
+_PARSE_BATCH = 1024  # records parsed per call when reading one by one: batches parse faster
+
+
+def shard_paths(prefix, num_shards):
+    """`prefix-00000-of-00004.tfrecord`, ... for `num_shards` shards."""
+    return [f"{prefix}-{i:05d}-of-{num_shards:05d}.tfrecord" for i in range(num_shards)]
+
+
+def _serialize(inputs, targets):
+    example = tf.train.Example(features=tf.train.Features(feature={
+        "inputs": tf.train.Feature(int64_list=tf.train.Int64List(value=inputs)),
+        "targets": tf.train.Feature(int64_list=tf.train.Int64List(value=targets)),
+    }))
+    return example.SerializeToString()
+
+
+def write_shards(examples, prefix, num_shards, shuffle_seed=None):
+    """Writes `(inputs, targets)` id lists round-robin into `num_shards` shards.
+
+    With `shuffle_seed`, each shard's records are then shuffled (one shard in memory at a
+    time): raw corpora come in corpus order (Europarl, then Common Crawl, ...), and
+    round-robin sharding alone would keep that order within each shard.
+    Returns the shard paths. Each shard appears under its final name only once all are written.
+    """
+    paths = shard_paths(prefix, num_shards)
+    partial_paths = [path + ".partial" for path in paths]
+    writers = [tf.io.TFRecordWriter(path) for path in partial_paths]
+    try:
+        for index, (inputs, targets) in enumerate(examples):
+            writers[index % num_shards].write(_serialize(inputs, targets))
+    finally:
+        for writer in writers:
+            writer.close()
+    for index, (partial_path, path) in enumerate(zip(partial_paths, paths)):
+        if shuffle_seed is not None:
+            _shuffle_records(partial_path, random.Random(shuffle_seed + index))
+        os.replace(partial_path, path)
+    return paths
+
+
+def _shuffle_records(path, rng):
+    serialized = list(tf.data.TFRecordDataset(path).as_numpy_iterator())
+    rng.shuffle(serialized)
+    with tf.io.TFRecordWriter(path) as writer:
+        for record in serialized:
+            writer.write(record)
+
+
+def _parse_batch(serialized):
+    parsed = tf.io.parse_example(
+        serialized, {name: tf.io.RaggedFeature(tf.int64) for name in FEATURES}
+    )
+    return {name: tf.cast(parsed[name], tf.int32) for name in FEATURES}
+
+
+def read_chunks(paths, chunk_size, shuffle_files=False, repeat=False, seed=None):
+    """Chunks of `chunk_size` examples from the shards at `paths`, as ragged int32 tensors
+    `{"inputs", "targets"}` of shape `[examples, None]`.
+
+    The order is fixed (shards interleaved in turn) unless `shuffle_files` is set, which
+    reorders the shards every pass; `repeat` reads them forever, chunks spanning passes.
+    """
+    files = tf.data.Dataset.from_tensor_slices(list(paths))
+    if shuffle_files:
+        files = files.shuffle(len(paths), seed=seed, reshuffle_each_iteration=True)
+    if repeat:
+        files = files.repeat()
+    records = files.interleave(
+        tf.data.TFRecordDataset,
+        cycle_length=min(len(paths), 4),
+        num_parallel_calls=tf.data.AUTOTUNE,
+        deterministic=True,
+    )
+    return records.batch(chunk_size).map(_parse_batch, num_parallel_calls=tf.data.AUTOTUNE)
+
+
+def read_shards(paths):
+    """The examples of the shards at `paths`, one by one, in a fixed order."""
+    return rows_as_tensors(read_chunks(paths, _PARSE_BATCH).unbatch())
+
+
+def rows_as_tensors(dataset):
+    """Retypes the rows of a ragged dataset as the plain vectors they are.
+
+    Unbatching (or slicing) a ragged tensor types each row as a rank-0 ragged spec, which
+    `padded_batch` rejects; passing the rows through a map gives them tensor specs.
+    """
+    return dataset.map(dict)

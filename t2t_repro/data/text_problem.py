@@ -1,0 +1,260 @@
+"""Problems over text pairs: one shared subword vocabulary, examples generated once into TFRecords.
+
+`generate_data` reads the raw text pairs a subclass finds in `tmp_dir` (`raw_pairs`), trains the
+vocabulary on a sample of the training pairs (both sides: the embedding is shared), encodes every
+pair and writes sharded TFRecords. It writes `<name>.datagen.json` last; that file marks the data
+as complete, so running datagen again does nothing. The files in `data_dir`:
+
+    <name>.spm.model / <name>.spm.vocab      the sentencepiece model, and its pieces for people
+    <name>-train-00000-of-00100.tfrecord ... training examples, shuffled across and within shards
+    <name>-eval-00000-of-00001.tfrecord      eval examples, in corpus order
+    <name>.datagen.json                      data hparams, counts, length histograms, sources
+
+A `_rev` variant reads the same files with inputs and targets swapped.
+"""
+
+import collections
+import itertools
+import json
+import os
+import time
+
+from t2t_repro.data import records
+from t2t_repro.data.problem import CHUNK_SIZE, EVAL, MODES, TRAIN, Problem, ProblemDataError
+from t2t_repro.data.raw_text import reservoir_sample
+from t2t_repro.data.vocabulary import SubwordVocabulary, train_vocabulary
+from t2t_repro.hparams import HParams
+from t2t_repro.special_ids import EOS_ID
+
+_ENCODE_BATCH = 10000  # pairs encoded per sentencepiece call (it encodes a batch in parallel)
+_SAMPLE_SEED = 1234
+_SHUFFLE_SEED = 5678
+
+
+class PairSources:
+    """The `(input_text, target_text)` pairs of one or more sources, one after the other.
+
+    Re-iterable (datagen reads the training text twice: to sample the vocabulary's text, then
+    to encode it). Each source is a re-iterable of pairs whose `describe()` says, after an
+    iteration, where its pairs came from and what was dropped.
+    """
+
+    def __init__(self, sources):
+        self.sources = sources
+
+    def __iter__(self):
+        return itertools.chain.from_iterable(self.sources)
+
+    def describe(self):
+        return [source.describe() for source in self.sources]
+
+
+class TextPairProblem(Problem):
+    """Text-to-text problems with one shared sentencepiece vocabulary, stored as TFRecords.
+
+    Subclasses set `default_vocab_size` and implement `raw_pairs(mode, tmp_dir, download)`,
+    which returns the mode's `PairSources`.
+    """
+
+    default_vocab_size = 32000
+    reverse = False  # True on `_rev` variants: inputs and targets swapped when read
+
+    def __init__(self, data_dir=None, data_hparams=""):
+        super().__init__(data_dir, data_hparams)
+        self._metadata = None
+        self._vocabulary = None
+
+    def default_data_hparams(self):
+        return HParams(
+            vocab_size=self.default_vocab_size,
+            # Training pairs the vocabulary is learnt from (a uniform sample; all if fewer).
+            vocab_sample_pairs=500000,
+            num_train_shards=100,
+        )
+
+    def raw_pairs(self, mode, tmp_dir, download):
+        raise NotImplementedError
+
+    @property
+    def data_name(self):
+        """The name the data files carry: a `_rev` variant shares its forward problem's files."""
+        return self.name.removesuffix("_rev") if self.reverse else self.name
+
+    def _path(self, suffix):
+        if not self.data_dir:
+            raise ProblemDataError(f"{self.name} needs --data_dir: where its data is generated.")
+        return os.path.join(self.data_dir, self.data_name + suffix)
+
+    @property
+    def metadata_path(self):
+        return self._path(".datagen.json")
+
+    @property
+    def vocabulary_path(self):
+        return self._path(".spm.model")
+
+    def shard_paths(self, mode):
+        shards = self.metadata()["splits"][mode]["shards"]
+        return records.shard_paths(self._path(f"-{mode}"), shards)
+
+    # --- Reading generated data -------------------------------------------------------------
+
+    def metadata(self):
+        """What datagen recorded; adopts its data hparams (explicit overrides must match)."""
+        if self._metadata is None:
+            if not os.path.exists(self.metadata_path):
+                raise ProblemDataError(
+                    f"No {self.data_name} data in {self.data_dir} ({self.metadata_path} is "
+                    f"missing). Generate it with `python -m t2t_repro.datagen "
+                    f"--problem={self.name} --data_dir={self.data_dir} --tmp_dir=<raw files>`, "
+                    f"or add --generate_data and --tmp_dir to the trainer."
+                )
+            with open(self.metadata_path) as f:
+                metadata = json.load(f)
+            self._adopt_data_hparams(HParams(**metadata["data_hparams"]))
+            self._metadata = metadata
+        return self._metadata
+
+    def _adopt_data_hparams(self, generated):
+        if self.data_hparams_overrides and generated != self.data_hparams:
+            raise ProblemDataError(
+                f"{self.data_dir} holds {self.data_name} data generated with other data hparams "
+                f"({', '.join(generated.differences(self.data_hparams))} differ: "
+                f"{generated.values()}). Drop --data_hparams to use that data, or generate "
+                f"into another --data_dir."
+            )
+        self.data_hparams = generated
+
+    def check_data(self):
+        """Loads the metadata and the vocabulary, which raises if either is missing."""
+        return self.vocabulary
+
+    @property
+    def vocabulary(self):
+        if self._vocabulary is None:
+            self.metadata()
+            self._vocabulary = SubwordVocabulary(self.vocabulary_path)
+        return self._vocabulary
+
+    @property
+    def input_vocab_size(self):
+        return self.vocabulary.vocab_size
+
+    @property
+    def target_vocab_size(self):
+        return self.vocabulary.vocab_size
+
+    def encode(self, text):
+        return self.vocabulary.encode(text) + [EOS_ID]
+
+    def decode(self, ids):
+        return self.vocabulary.decode(ids)
+
+    def length_histogram(self, mode):
+        lengths = self.metadata()["splits"][mode]["length_histogram"]
+        return {int(length): count for length, count in lengths.items()}
+
+    def _oriented(self, dataset):
+        if self.reverse:
+            return dataset.map(lambda ex: {"inputs": ex["targets"], "targets": ex["inputs"]})
+        return dataset
+
+    def examples(self, mode):
+        return self._oriented(records.read_shards(self.shard_paths(mode)))
+
+    def example_chunks(self, mode, repeat=False, shuffle=False, seed=None):
+        chunks = records.read_chunks(
+            self.shard_paths(mode), CHUNK_SIZE, shuffle_files=shuffle, repeat=repeat, seed=seed
+        )
+        return self._oriented(chunks)
+
+    # --- Generating data --------------------------------------------------------------------
+
+    def generate_data(self, tmp_dir=None, download=True):
+        """Raw text in `tmp_dir` (or downloaded) -> vocabulary and TFRecords in `data_dir`, once."""
+        if os.path.exists(self.metadata_path):
+            self.metadata()
+            print(f"{self.data_name}: data already generated in {self.data_dir}; nothing to do.")
+            return
+        started = time.time()
+        # Every split's sources are found before any work, so a missing file fails fast.
+        sources = {mode: self.raw_pairs(mode, tmp_dir, download) for mode in MODES}
+        os.makedirs(self.data_dir, exist_ok=True)
+        vocabulary = self._generate_vocabulary(sources[TRAIN])
+        vocab_seconds = time.time() - started
+        print(f"{self.data_name}: {vocabulary.vocab_size}-piece BPE vocabulary "
+              f"in {vocab_seconds:.1f} s -> {self.vocabulary_path}")
+        splits = {
+            TRAIN: self._write_split(TRAIN, sources[TRAIN], vocabulary,
+                                     self.data_hparams.num_train_shards, shuffle=True),
+            EVAL: self._write_split(EVAL, sources[EVAL], vocabulary, 1, shuffle=False),
+        }
+        metadata = {
+            "problem": self.data_name,
+            "data_hparams": self.data_hparams.values(),
+            "vocab_size": vocabulary.vocab_size,
+            "splits": splits,
+            "seconds": {"vocabulary": round(vocab_seconds, 1),
+                        "total": round(time.time() - started, 1)},
+        }
+        _write_json_atomically(metadata, self.metadata_path)
+        self._metadata, self._vocabulary = metadata, vocabulary
+        print(f"{self.data_name}: data generated in {metadata['seconds']['total']:.1f} s.")
+
+    def _generate_vocabulary(self, train_pairs):
+        sample = reservoir_sample(train_pairs, self.data_hparams.vocab_sample_pairs, _SAMPLE_SEED)
+        sentences = [text for pair in sample for text in pair]
+        vocabulary = train_vocabulary(sentences, self.data_hparams.vocab_size, self.vocabulary_path)
+        with open(self._path(".spm.vocab"), "w", encoding="utf-8") as f:
+            f.writelines(f"{i}\t{piece}\n" for i, piece in enumerate(vocabulary.all_pieces()))
+        return vocabulary
+
+    def _write_split(self, mode, pairs, vocabulary, num_shards, shuffle):
+        """Encodes `pairs` into the mode's shards; returns the split's metadata."""
+        lengths = collections.Counter()
+        examples = _encoded_examples(pairs, vocabulary, lengths)
+        records.write_shards(
+            examples, self._path(f"-{mode}"), num_shards,
+            shuffle_seed=_SHUFFLE_SEED if shuffle else None,
+        )
+        count = sum(lengths.values())
+        if not count:
+            raise ProblemDataError(f"{self.name}: the {mode} split has no examples.")
+        for line in pairs.describe():
+            print(f"{self.data_name} {mode}: {line}")
+        print(f"{self.data_name} {mode}: {count} examples in {num_shards} shard(s).")
+        return {
+            "examples": count,
+            "shards": num_shards,
+            "sources": pairs.describe(),
+            "length_histogram": {str(length): lengths[length] for length in sorted(lengths)},
+        }
+
+
+def _encoded_examples(pairs, vocabulary, lengths):
+    """`(input_ids, target_ids)` of each pair, EOS appended; counts lengths into `lengths`."""
+    pairs = iter(pairs)
+    while batch := list(itertools.islice(pairs, _ENCODE_BATCH)):
+        inputs = vocabulary.encode([pair[0] for pair in batch])
+        targets = vocabulary.encode([pair[1] for pair in batch])
+        for input_ids, target_ids in zip(inputs, targets):
+            input_ids.append(EOS_ID)
+            target_ids.append(EOS_ID)
+            lengths[max(len(input_ids), len(target_ids))] += 1
+            yield input_ids, target_ids
+
+
+def _write_json_atomically(value, path):
+    partial = path + ".partial"
+    with open(partial, "w") as f:
+        json.dump(value, f, indent=1)
+    os.replace(partial, path)
+
+
+def register_reversed(registry, problem_class):
+    """Registers `<name>_rev`: `problem_class` with inputs and targets swapped (t2t's convention)."""
+    reversed_class = type(problem_class.__name__ + "Rev", (problem_class,), {
+        "reverse": True,
+        "__doc__": f"{problem_class.__doc__.splitlines()[0]} Reversed: targets -> inputs.",
+    })
+    return registry.register(reversed_class)

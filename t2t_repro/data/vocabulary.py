@@ -1,0 +1,116 @@
+"""Subword vocabularies: sentencepiece models trained on a problem's text, used in Python and in-graph.
+
+One model file serves both paths: `SubwordVocabulary.encode` (sentencepiece in Python, for data
+generation) and `SubwordVocabulary.graph_tokenizer()` (tensorflow-text's SentencepieceTokenizer,
+for the exported model), and they give identical ids.
+
+The models are trained so that `decode(encode(text)) == text` for any text: no normalisation,
+whitespace kept as it is, and characters outside the vocabulary spelled as UTF-8 bytes (byte
+fallback) instead of mapping to an unknown id. Ids 0 and 1 are padding and end of sequence, as
+everywhere in t2t_repro (`special_ids`).
+
+All problems use BPE. The paper's word pieces (EN-FR) come from a bottom-up merge procedure, as
+BPE does (the merge criterion differs: likelihood gain rather than pair frequency). Sentencepiece's
+other algorithm, unigram, breaks ties between equally scored segmentations differently in the
+Python package and in tensorflow-text's copy of the library (14 of the 3003 newstest2014 German
+lines came out different with an 8k Multi30k model), which would make training and serving disagree.
+"""
+
+import sentencepiece
+
+from t2t_repro.special_ids import EOS_ID, PAD_ID
+
+MODEL_TYPE = "bpe"
+UNK_ID = 2
+_RESERVED_IDS = 3  # padding, EOS, unknown (unused with byte fallback, but sentencepiece needs one)
+_BYTE_PIECES = 256
+# Sentencepiece skips training sentences longer than this many bytes; linearised parse trees and
+# long WMT sentences exceed its default of 4192.
+_MAX_SENTENCE_BYTES = 1 << 16
+
+
+class VocabularyError(ValueError):
+    """A vocabulary that cannot be trained or loaded; the message says what to change."""
+
+
+def train_vocabulary(sentences, vocab_size, model_path):
+    """Trains a BPE model of `vocab_size` pieces on `sentences` and writes it to `model_path`.
+
+    Args:
+        sentences: a list of strings (a sample of the training text, both languages for a
+            shared vocabulary).
+        vocab_size: total ids, reserved ones included.
+        model_path: the `.model` file to write.
+    Returns the loaded `SubwordVocabulary`.
+    """
+    minimum = _RESERVED_IDS + _BYTE_PIECES + 1
+    if vocab_size < minimum:
+        raise VocabularyError(
+            f"vocab_size {vocab_size} is too small: byte fallback alone needs {minimum} ids."
+        )
+    with open(model_path, "wb") as model_file:
+        try:
+            sentencepiece.SentencePieceTrainer.train(
+                sentence_iterator=iter(sentences),
+                model_writer=model_file,
+                vocab_size=vocab_size,
+                model_type=MODEL_TYPE,
+                pad_id=PAD_ID,
+                eos_id=EOS_ID,
+                unk_id=UNK_ID,
+                bos_id=-1,
+                byte_fallback=True,
+                character_coverage=1.0,
+                normalization_rule_name="identity",
+                remove_extra_whitespaces=False,
+                max_sentence_length=_MAX_SENTENCE_BYTES,
+                input_sentence_size=0,  # the caller has already sampled
+                num_threads=2,
+                minloglevel=2,
+            )
+        except RuntimeError as error:
+            raise VocabularyError(
+                f"sentencepiece could not train a {vocab_size}-piece vocabulary on "
+                f"{len(sentences)} sentences ({error}). Ask for a smaller vocab_size "
+                f"(--data_hparams=vocab_size=N) or give it more text."
+            ) from None
+    return SubwordVocabulary(model_path)
+
+
+class SubwordVocabulary:
+    """A trained sentencepiece model: text <-> ids in Python, and its in-graph tokenizer."""
+
+    def __init__(self, model_path):
+        self.model_path = model_path
+        with open(model_path, "rb") as f:
+            self.model_proto = f.read()
+        self._processor = sentencepiece.SentencePieceProcessor(model_proto=self.model_proto)
+
+    @property
+    def vocab_size(self):
+        return self._processor.get_piece_size()
+
+    def encode(self, text):
+        """Ids of `text` (no EOS); a list of strings gives a list of id lists, encoded in parallel."""
+        return self._processor.encode(text, num_threads=0)
+
+    def decode(self, ids):
+        """Text of `ids`, stopping at the first EOS; padding decodes to nothing."""
+        ids = [int(i) for i in ids]
+        if EOS_ID in ids:
+            ids = ids[: ids.index(EOS_ID)]
+        return self._processor.decode(ids)
+
+    def pieces(self, text):
+        return self._processor.encode(text, out_type=str)
+
+    def all_pieces(self):
+        """Every piece, by id (for the human-readable `.vocab` listing)."""
+        return [self._processor.id_to_piece(i) for i in range(self.vocab_size)]
+
+    def graph_tokenizer(self):
+        """tensorflow-text's tokenizer over the same model: strings -> ragged int32 ids."""
+        import tensorflow as tf
+        import tensorflow_text
+
+        return tensorflow_text.SentencepieceTokenizer(model=self.model_proto, out_type=tf.int32)
