@@ -36,10 +36,12 @@ class Problem:
 
     def __init__(self, data_dir=None, data_hparams=""):
         self.data_dir = data_dir
-        self.data_hparams_overrides = data_hparams or ""
-        self.data_hparams = self.default_data_hparams().override_from_string(
-            self.data_hparams_overrides
-        )
+        self.data_hparams = self.default_data_hparams().override_from_string(data_hparams or "")
+        # The names set explicitly: checked against data generated earlier.
+        self.explicit_data_hparams = [
+            item.partition("=")[0].strip()
+            for item in (data_hparams or "").split(",") if item.strip()
+        ]
 
     @property
     def name(self):

@@ -22,6 +22,10 @@ class RawDataError(ValueError):
     """A raw corpus that cannot be read as asked; the message names the files and counts."""
 
 
+class MissingRawDataError(RawDataError):
+    """None of a split's accepted raw files are present: a download could supply them."""
+
+
 @dataclasses.dataclass(frozen=True)
 class ArchiveMember:
     """One file inside a .tgz, .tar.gz or .tar archive, read in place."""

@@ -21,7 +21,7 @@ import time
 
 from t2t_repro.data import records
 from t2t_repro.data.problem import CHUNK_SIZE, EVAL, MODES, TRAIN, Problem, ProblemDataError
-from t2t_repro.data.raw_text import reservoir_sample
+from t2t_repro.data.raw_text import MissingRawDataError, RawDataError, reservoir_sample
 from t2t_repro.data.vocabulary import SubwordVocabulary, train_vocabulary
 from t2t_repro.hparams import HParams
 from t2t_repro.special_ids import EOS_ID
@@ -57,6 +57,7 @@ class TextPairProblem(Problem):
     """
 
     default_vocab_size = 32000
+    vocab_split_by_script = True  # see `vocabulary.train_vocabulary`
     reverse = False  # True on `_rev` variants: inputs and targets swapped when read
 
     def __init__(self, data_dir=None, data_hparams=""):
@@ -116,12 +117,16 @@ class TextPairProblem(Problem):
         return self._metadata
 
     def _adopt_data_hparams(self, generated):
-        if self.data_hparams_overrides and generated != self.data_hparams:
+        conflicts = [
+            f"{name}={getattr(self.data_hparams, name)} asked, {getattr(generated, name)} there"
+            for name in self.explicit_data_hparams
+            if getattr(generated, name) != getattr(self.data_hparams, name)
+        ]
+        if conflicts:
             raise ProblemDataError(
                 f"{self.data_dir} holds {self.data_name} data generated with other data hparams "
-                f"({', '.join(generated.differences(self.data_hparams))} differ: "
-                f"{generated.values()}). Drop --data_hparams to use that data, or generate "
-                f"into another --data_dir."
+                f"({'; '.join(conflicts)}). Drop those from --data_hparams to use that data, or "
+                f"generate into another --data_dir."
             )
         self.data_hparams = generated
 
@@ -177,8 +182,7 @@ class TextPairProblem(Problem):
             print(f"{self.data_name}: data already generated in {self.data_dir}; nothing to do.")
             return
         started = time.time()
-        # Every split's sources are found before any work, so a missing file fails fast.
-        sources = {mode: self.raw_pairs(mode, tmp_dir, download) for mode in MODES}
+        sources = self._find_raw_pairs(tmp_dir, download)
         os.makedirs(self.data_dir, exist_ok=True)
         vocabulary = self._generate_vocabulary(sources[TRAIN])
         vocab_seconds = time.time() - started
@@ -201,10 +205,29 @@ class TextPairProblem(Problem):
         self._metadata, self._vocabulary = metadata, vocabulary
         print(f"{self.data_name}: data generated in {metadata['seconds']['total']:.1f} s.")
 
+    def _find_raw_pairs(self, tmp_dir, download):
+        """Every split's sources, found before any work. Problems with the files in `tmp_dir`
+        are reported for all splits at once, before anything is downloaded."""
+        sources, missing, errors = {}, [], []
+        for mode in MODES:
+            try:
+                sources[mode] = self.raw_pairs(mode, tmp_dir, download=False)
+            except MissingRawDataError as error:
+                missing.append(mode)
+                errors.append(str(error))
+            except RawDataError as error:
+                errors.append(str(error))
+        if len(errors) > len(missing) or (missing and not download):
+            raise RawDataError("\n".join(errors))
+        for mode in missing:
+            sources[mode] = self.raw_pairs(mode, tmp_dir, download=True)
+        return sources
+
     def _generate_vocabulary(self, train_pairs):
         sample = reservoir_sample(train_pairs, self.data_hparams.vocab_sample_pairs, _SAMPLE_SEED)
         sentences = [text for pair in sample for text in pair]
-        vocabulary = train_vocabulary(sentences, self.data_hparams.vocab_size, self.vocabulary_path)
+        vocabulary = train_vocabulary(sentences, self.data_hparams.vocab_size,
+                                      self.vocabulary_path, self.vocab_split_by_script)
         with open(self._path(".spm.vocab"), "w", encoding="utf-8") as f:
             f.writelines(f"{i}\t{piece}\n" for i, piece in enumerate(vocabulary.all_pieces()))
         return vocabulary

@@ -12,7 +12,13 @@ import itertools
 import os
 
 from t2t_repro.data.problem import EVAL, TRAIN
-from t2t_repro.data.raw_text import ArchiveMember, ParallelReader, ParallelStats, RawDataError
+from t2t_repro.data.raw_text import (
+    ArchiveMember,
+    MissingRawDataError,
+    ParallelReader,
+    ParallelStats,
+    RawDataError,
+)
 from t2t_repro.data.text_problem import PairSources, TextPairProblem
 
 
@@ -127,7 +133,7 @@ class TranslateProblem(TextPairProblem):
         if layout is not None:
             return PairSources(layout.readers(tmp_dir))
         if not download:
-            raise RawDataError(self.missing_raw_data_message(mode, tmp_dir))
+            raise MissingRawDataError(self.missing_raw_data_message(mode, tmp_dir))
         return PairSources([TfdsPairs(self._downloaded_builder(mode, tmp_dir),
                                       self.tfds_splits[mode], self.input_language,
                                       self.target_language)])
@@ -139,7 +145,8 @@ class TranslateProblem(TextPairProblem):
             for layout in self.raw_layouts[mode]
         )
         return (
-            f"No raw {mode} data for {self.name} in --tmp_dir={tmp_dir}. Put one of these there "
+            f"No raw {mode} data for {self.name} in {_tmp_dir_phrase(tmp_dir)}. Put one of these "
+            f"there "
             f"(text files: UTF-8, one sentence per line, aligned line by line):\n{layouts}\n"
             f"or let datagen download it with tensorflow-datasets ({self.tfds_name}, the WMT14 "
             f"sources; needs network): run it without --nodownload."
@@ -165,6 +172,10 @@ class TranslateProblem(TextPairProblem):
                 ) from error
             self._tfds_builder = builder
         return self._tfds_builder
+
+
+def _tmp_dir_phrase(tmp_dir):
+    return f"--tmp_dir={tmp_dir}" if tmp_dir else "--tmp_dir (none given)"
 
 
 def wmt14_training_layouts(language):

@@ -38,7 +38,7 @@ def parse_sections(spec):
 def treebank_files(tmp_dir):
     """`{section: [paths of its .mrg files, sorted]}` of every `wsj_SSNN.mrg` under `tmp_dir`."""
     by_section = {}
-    for directory, _, names in os.walk(tmp_dir or ""):
+    for directory, _, names in os.walk(tmp_dir or "", followlinks=True):
         for name in names:
             match = _MRG_FILE.match(name)
             if match:
@@ -62,7 +62,7 @@ class TreebankPairs:
         if not self.paths:
             raise RawDataError(
                 f"No Penn Treebank .mrg files of WSJ sections {section_spec} under "
-                f"--tmp_dir={tmp_dir} (sections found there: "
+                f"--tmp_dir={tmp_dir or '(none given)'} (sections found there: "
                 f"{', '.join(f'{s:02d}' for s in sorted(found)) or 'none'}). The treebank is "
                 f"licensed by the LDC (LDC99T42) and never downloaded: copy its "
                 f"parsed/mrg/wsj/ folders (files wsj_SSNN.mrg, at any depth) into --tmp_dir, "

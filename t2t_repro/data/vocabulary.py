@@ -4,9 +4,10 @@ One model file serves both paths: `SubwordVocabulary.encode` (sentencepiece in P
 generation) and `SubwordVocabulary.graph_tokenizer()` (tensorflow-text's SentencepieceTokenizer,
 for the exported model), and they give identical ids.
 
-The models are trained so that `decode(encode(text)) == text` for any text: no normalisation,
-whitespace kept as it is, and characters outside the vocabulary spelled as UTF-8 bytes (byte
-fallback) instead of mapping to an unknown id. Ids 0 and 1 are padding and end of sequence, as
+The models are trained so that `decode(encode(text)) == text`: no normalisation, whitespace
+kept as it is, and characters outside the vocabulary spelled as UTF-8 bytes (byte fallback)
+instead of mapping to an unknown id. The one exception is U+2581 '▁', sentencepiece's own space
+marker, which it reads as a space in any input (`a▁b` comes back as `a b`). Ids 0 and 1 are padding and end of sequence, as
 everywhere in t2t_repro (`special_ids`).
 
 All problems use BPE. The paper's word pieces (EN-FR) come from a bottom-up merge procedure, as
@@ -15,6 +16,8 @@ other algorithm, unigram, breaks ties between equally scored segmentations diffe
 Python package and in tensorflow-text's copy of the library (14 of the 3003 newstest2014 German
 lines came out different with an 8k Multi30k model), which would make training and serving disagree.
 """
+
+import os
 
 import sentencepiece
 
@@ -33,7 +36,7 @@ class VocabularyError(ValueError):
     """A vocabulary that cannot be trained or loaded; the message says what to change."""
 
 
-def train_vocabulary(sentences, vocab_size, model_path):
+def train_vocabulary(sentences, vocab_size, model_path, split_by_script=True):
     """Trains a BPE model of `vocab_size` pieces on `sentences` and writes it to `model_path`.
 
     Args:
@@ -41,6 +44,8 @@ def train_vocabulary(sentences, vocab_size, model_path):
             shared vocabulary).
         vocab_size: total ids, reserved ones included.
         model_path: the `.model` file to write.
+        split_by_script: keep pieces from spanning a change of Unicode script (letters and
+            punctuation), sentencepiece's default. Off, a token like `(NP` can be one piece.
     Returns the loaded `SubwordVocabulary`.
     """
     minimum = _RESERVED_IDS + _BYTE_PIECES + 1
@@ -48,7 +53,8 @@ def train_vocabulary(sentences, vocab_size, model_path):
         raise VocabularyError(
             f"vocab_size {vocab_size} is too small: byte fallback alone needs {minimum} ids."
         )
-    with open(model_path, "wb") as model_file:
+    partial_path = model_path + ".partial"
+    with open(partial_path, "wb") as model_file:
         try:
             sentencepiece.SentencePieceTrainer.train(
                 sentence_iterator=iter(sentences),
@@ -63,18 +69,30 @@ def train_vocabulary(sentences, vocab_size, model_path):
                 character_coverage=1.0,
                 normalization_rule_name="identity",
                 remove_extra_whitespaces=False,
+                split_by_unicode_script=split_by_script,
                 max_sentence_length=_MAX_SENTENCE_BYTES,
                 input_sentence_size=0,  # the caller has already sampled
                 num_threads=2,
                 minloglevel=2,
             )
         except RuntimeError as error:
-            raise VocabularyError(
-                f"sentencepiece could not train a {vocab_size}-piece vocabulary on "
-                f"{len(sentences)} sentences ({error}). Ask for a smaller vocab_size "
-                f"(--data_hparams=vocab_size=N) or give it more text."
-            ) from None
+            raise VocabularyError(_training_failure_message(error, vocab_size, sentences)) from None
+    os.replace(partial_path, model_path)
     return SubwordVocabulary(model_path)
+
+
+def _training_failure_message(error, vocab_size, sentences):
+    """Sentencepiece's reason, and which way to change vocab_size (it fails both ways)."""
+    reason = str(error)
+    if "too high" in reason:
+        advice = "Ask for a smaller vocab_size (--data_hparams=vocab_size=N) or give it more text."
+    elif "smaller than required" in reason:
+        advice = ("Ask for a larger vocab_size (--data_hparams=vocab_size=N): every character "
+                  "of the text needs an id of its own.")
+    else:
+        advice = "Check the training text; --data_hparams=vocab_size=N changes the size."
+    return (f"sentencepiece could not train a {vocab_size}-piece vocabulary on {len(sentences)} "
+            f"sentences ({reason}). {advice}")
 
 
 class SubwordVocabulary:

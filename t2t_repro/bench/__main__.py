@@ -1,0 +1,22 @@
+"""Runs a benchmark: `python -m t2t_repro.bench pipeline [--help]`."""
+
+import os
+import sys
+
+# TensorFlow's C++ start-up chatter would otherwise interleave with the table.
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+BENCHMARKS = {"pipeline": "t2t_repro.bench.pipeline"}
+
+
+def main(argv):
+    if len(argv) < 2 or argv[1] not in BENCHMARKS:
+        names = ", ".join(sorted(BENCHMARKS))
+        sys.exit(f"usage: python -m t2t_repro.bench <benchmark> [flags]; benchmarks: {names}")
+    import importlib
+
+    importlib.import_module(BENCHMARKS[argv[1]]).main(argv[2:])
+
+
+if __name__ == "__main__":
+    main(sys.argv)

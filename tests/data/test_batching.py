@@ -1,0 +1,311 @@
+"""Token-budget batching: greedy packing of sorted lengths, hand cases, full passes of real data."""
+
+import collections
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from t2t_repro.data.batching import batch_by_token_budget, pack_sorted_lengths
+from t2t_repro.data.problem import EVAL, TRAIN
+from t2t_repro.hparams import create_hparams
+from t2t_repro.special_ids import EOS_ID, PAD_ID
+
+BUDGET, MAX_LENGTH = 512, 24
+
+
+def greedy_splits_by_hand(sorted_lengths, budget):
+    """Plain-Python reference: each batch grows one example at a time while rows × longest fits."""
+    splits, start = [0], 0
+    while start < len(sorted_lengths):
+        end = start + 1
+        while end < len(sorted_lengths) and (end + 1 - start) * sorted_lengths[end] <= budget:
+            end += 1
+        splits.append(end)
+        start = end
+    return splits
+
+
+# --- pack_sorted_lengths ------------------------------------------------------------------------
+
+@pytest.mark.parametrize("lengths, budget, splits", [
+    # [2,2,3] is 3 rows × 3 = 9; adding a 5 makes 4 × 5 = 20. [5,5] is 10; adding 9 makes 27.
+    ([2, 2, 3, 5, 5, 9], 10, [0, 3, 5, 6]),
+    ([10], 10, [0, 1]),                        # a length equal to the budget is a batch alone
+    ([3, 10, 10], 10, [0, 1, 2, 3]),           # 2 × 10 > 10: every budget-length example alone
+    ([1] * 7, 3, [0, 3, 6, 7]),                # 3 rows of 1 fill a budget of 3
+    ([1, 1, 1, 1, 2, 2], 4, [0, 4, 6]),        # 4 × 1 = 4, then 2 × 2 = 4
+    ([1, 2, 3, 4], 100, [0, 4]),               # all fit: 4 × 4 = 16
+    ([4, 4, 4, 5], 15, [0, 3, 4]),             # 3 × 4 = 12 fits, 4 × 5 = 20 does not
+    ([], 10, [0]),                             # no examples, no batches
+])
+def test_pack_sorted_lengths_hand_cases(lengths, budget, splits):
+    """Hand-worked splits: each batch takes as many next examples as rows × longest allows."""
+    assert pack_sorted_lengths(lengths, budget).tolist() == splits
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_pack_sorted_lengths_matches_brute_force_and_every_batch_is_full(seed):
+    """On random sorted lengths: the splits equal the reference; each batch fits and is maximal."""
+    rng = np.random.default_rng(seed)
+    budget = int(rng.integers(1, 300))
+    lengths = sorted(rng.integers(1, budget + 1, size=int(rng.integers(1, 400))).tolist())
+    splits = pack_sorted_lengths(lengths, budget).tolist()
+    assert splits == greedy_splits_by_hand(lengths, budget)
+    assert splits[0] == 0 and splits[-1] == len(lengths)
+    for start, end in zip(splits, splits[1:]):
+        assert end > start
+        assert (end - start) * lengths[end - 1] <= budget
+        if end < len(lengths):
+            assert (end + 1 - start) * lengths[end] > budget
+
+
+# --- batch_by_token_budget on hand-made chunks --------------------------------------------------
+
+def chunk_of(examples):
+    """A ragged chunk `{"inputs", "targets"}` of `(inputs, targets)` id lists."""
+    return {
+        "inputs": tf.ragged.constant([inputs for inputs, _ in examples], dtype=tf.int32,
+                                     ragged_rank=1),
+        "targets": tf.ragged.constant([targets for _, targets in examples], dtype=tf.int32,
+                                      ragged_rank=1),
+    }
+
+
+def chunks_dataset(*chunks):
+    dataset = tf.data.Dataset.from_tensors(chunk_of(chunks[0]))
+    for chunk in chunks[1:]:
+        dataset = dataset.concatenate(tf.data.Dataset.from_tensors(chunk_of(chunk)))
+    return dataset
+
+
+# Lengths (longer side): 4, 3, 7 (over max_length 6: dropped), 2, 4, 6.
+HAND_CHUNK = [
+    ([5, 1], [6, 6, 6, 1]),
+    ([7, 7, 1], [8, 1]),
+    ([9] * 6 + [1], [1]),
+    ([4, 1], [4, 1]),
+    ([3, 3, 3, 1], [2, 2, 1]),
+    ([5, 5, 5, 5, 5, 1], [1]),
+]
+# Sorted: 2 (ex 3), 3 (ex 1), 4 (ex 0), 4 (ex 4), 6 (ex 5). Budget 8: 2 × 3 = 6 fits, 3 × 4 = 12
+# does not; 2 × 4 = 8 fits, 3 × 6 does not; 6 alone. Each side is padded to its own longest row.
+HAND_BATCHES = [
+    ([[4, 1, 0], [7, 7, 1]], [[4, 1], [8, 1]]),
+    ([[5, 1, 0, 0], [3, 3, 3, 1]], [[6, 6, 6, 1], [2, 2, 1, 0]]),
+    ([[5, 5, 5, 5, 5, 1]], [[1]]),
+]
+
+
+def batches_as_lists(dataset):
+    return [(batch["inputs"].tolist(), batch["targets"].tolist())
+            for batch in dataset.as_numpy_iterator()]
+
+
+def test_batch_by_token_budget_hand_case():
+    """One chunk, budget 8, max_length 6: the long example is dropped, the rest batched by hand."""
+    batches = batch_by_token_budget(chunks_dataset(HAND_CHUNK), budget=8, max_length=6)
+    assert batches_as_lists(batches) == HAND_BATCHES
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_shuffled_batching_only_reorders_equal_lengths(seed):
+    """With shuffle, the hand case gives the same batches up to the order of equal-length rows."""
+    def row_sets(batches):
+        return [{(tuple(i), tuple(t)) for i, t in zip(inputs, targets)}
+                for inputs, targets in batches]
+
+    batches = batch_by_token_budget(chunks_dataset(HAND_CHUNK), budget=8, max_length=6,
+                                    shuffle=True, seed=seed)
+    assert row_sets(batches_as_lists(batches)) == row_sets(HAND_BATCHES)
+
+
+def test_batches_never_mix_chunks():
+    """Two chunks of one 2-token example each give two part-filled batches, not one."""
+    batches = batch_by_token_budget(
+        chunks_dataset([([3, 1], [4, 1])], [([5, 1], [6, 1])]), budget=8, max_length=6
+    )
+    assert batches_as_lists(batches) == [([[3, 1]], [[4, 1]]), ([[5, 1]], [[6, 1]])]
+
+
+def test_a_chunk_with_every_example_too_long_gives_no_batches():
+    """Dropping a whole chunk yields nothing for it; the next chunk is still batched."""
+    batches = batch_by_token_budget(
+        chunks_dataset([([3, 3, 3, 1], [1])], [([5, 1], [6, 1])]), budget=8, max_length=3
+    )
+    assert batches_as_lists(batches) == [([[5, 1]], [[6, 1]])]
+
+
+def test_budget_equal_to_max_length_is_accepted():
+    """budget == max_length: sorted lengths 2, 3, 4, 4, 6 pack as 2 × 3 = 6, then 4, 4, 6 alone."""
+    batches = batch_by_token_budget(chunks_dataset(HAND_CHUNK), budget=6, max_length=6)
+    assert [len(inputs) for inputs, _ in batches_as_lists(batches)] == [2, 1, 1, 1]
+
+
+@pytest.mark.parametrize("budget, max_length", [(10, 24), (255, 256), (0, 1)])
+def test_budget_below_max_length_is_refused(budget, max_length):
+    """A budget the longest examples could not fit in raises ValueError naming both numbers."""
+    with pytest.raises(ValueError) as raised:
+        batch_by_token_budget(chunks_dataset(HAND_CHUNK), budget=budget, max_length=max_length)
+    message = str(raised.value)
+    assert f"({budget} tokens)" in message and f"max_length ({max_length})" in message
+
+
+# --- Full passes over the session's real translate_ende data ------------------------------------
+
+def split_row(row):
+    """`row` as content + EOS + padding: checks the layout and returns the content with its EOS."""
+    row = row.tolist()
+    assert EOS_ID in row, f"row without EOS: {row}"
+    end = row.index(EOS_ID) + 1
+    content, padding = row[:end], row[end:]
+    assert PAD_ID not in content, f"padding before EOS: {row}"
+    assert padding == [PAD_ID] * len(padding), f"not padding after EOS: {row}"
+    return tuple(content)
+
+
+@pytest.fixture(scope="module")
+def problem(ende_data_dir):
+    from problems.translate_ende import TranslateEnde
+
+    return TranslateEnde(data_dir=str(ende_data_dir))
+
+
+@pytest.fixture(scope="module")
+def hparams():
+    hparams = create_hparams("transformer_tiny", f"batch_size={BUDGET},max_length={MAX_LENGTH}")
+    assert (hparams.batch_size, hparams.max_length) == (BUDGET, MAX_LENGTH)
+    return hparams
+
+
+def read_pass(problem, hparams, mode, seed=None, batches_wanted=None):
+    """One full pass of `problem.dataset` (or its first `batches_wanted` batches) as a list of
+    (inputs, targets) numpy batches."""
+    kwargs = {"repeat": False, "seed": seed} if mode == TRAIN else {}
+    dataset = problem.dataset(mode, hparams, **kwargs)
+    if batches_wanted is not None:
+        dataset = dataset.take(batches_wanted)
+    batches = []
+    for features, targets in dataset.as_numpy_iterator():
+        np.testing.assert_array_equal(targets, features["targets"])
+        batches.append((features["inputs"], features["targets"]))
+    return batches
+
+
+@pytest.fixture(scope="module")
+def full_pass(problem, hparams):
+    """`full_pass(mode, seed)`, read once per module."""
+    passes = {}
+
+    def get(mode, seed=None):
+        if (mode, seed) not in passes:
+            passes[mode, seed] = read_pass(problem, hparams, mode, seed)
+        return passes[mode, seed]
+
+    return get
+
+
+@pytest.fixture(scope="module")
+def reference_examples(problem):
+    """`reference_examples(mode)`: every stored example as an (inputs, targets) pair of tuples,
+    parsed from the TFRecord files with protobuf (independently of the pipeline's parsing)."""
+    cache = {}
+
+    def get(mode):
+        if mode not in cache:
+            cache[mode] = []
+            records = tf.data.TFRecordDataset(problem.shard_paths(mode)).batch(4096)
+            for serialized in records.as_numpy_iterator():
+                for record in serialized:
+                    feature = tf.train.Example.FromString(record).features.feature
+                    cache[mode].append((tuple(feature["inputs"].int64_list.value),
+                                        tuple(feature["targets"].int64_list.value)))
+        return cache[mode]
+
+    return get
+
+
+def pass_examples(batches):
+    """The unpadded (inputs, targets) examples of a pass, in order."""
+    return [(split_row(inputs), split_row(targets))
+            for batch_inputs, batch_targets in batches
+            for inputs, targets in zip(batch_inputs, batch_targets)]
+
+
+TRAIN_SEED = 1
+MODES_AND_SEEDS = [(TRAIN, TRAIN_SEED), (EVAL, None)]
+
+
+@pytest.mark.parametrize("mode, seed", MODES_AND_SEEDS)
+def test_no_batch_exceeds_the_token_budget(full_pass, mode, seed):
+    """rows × padded width <= batch_size for inputs and for targets, in every batch of a pass."""
+    batches = full_pass(mode, seed)
+    assert batches
+    for inputs, targets in batches:
+        assert inputs.dtype == targets.dtype == np.int32
+        assert inputs.shape[0] == targets.shape[0] >= 1
+        assert inputs.shape[0] * inputs.shape[1] <= BUDGET
+        assert targets.shape[0] * targets.shape[1] <= BUDGET
+        assert max(inputs.shape[1], targets.shape[1]) <= MAX_LENGTH
+
+
+@pytest.mark.parametrize("mode, seed", MODES_AND_SEEDS)
+def test_rows_end_in_eos_then_pad_id_and_no_column_is_all_padding(full_pass, mode, seed):
+    """Each row is ids, EOS, then PAD_ID 0 only; a batch is as wide as its longest row."""
+    for inputs, targets in full_pass(mode, seed):
+        for side in (inputs, targets):
+            widths = [len(split_row(row)) for row in side]
+            assert max(widths) == side.shape[1]
+
+
+@pytest.mark.parametrize("mode, seed", MODES_AND_SEEDS)
+def test_a_pass_yields_exactly_the_examples_within_max_length(
+    full_pass, reference_examples, problem, mode, seed
+):
+    """The pass's examples are, as a multiset, the stored examples of length <= max_length; the
+    metadata's dropped count equals the count of the others."""
+    stored = reference_examples(mode)
+    within = [ex for ex in stored if max(len(ex[0]), len(ex[1])) <= MAX_LENGTH]
+    dropped = len(stored) - len(within)
+    assert len(stored) == {TRAIN: 29000, EVAL: 3000}[mode]
+    assert 0 < dropped < len(stored)  # the case exercises both keeping and dropping
+    produced = pass_examples(full_pass(mode, seed))
+    assert len(produced) == len(within)
+    assert collections.Counter(produced) == collections.Counter(within)
+    assert problem.dropped_by_max_length(mode, MAX_LENGTH) == (dropped, len(stored))
+
+
+def test_eval_batches_are_sorted_by_length_and_greedily_packed(full_pass, reference_examples):
+    """Eval (one chunk, no shuffle): lengths ascend over the pass, and batch sizes are the
+    brute-force greedy packing of the sorted kept lengths."""
+    lengths = sorted(max(len(i), len(t)) for i, t in reference_examples(EVAL)
+                     if max(len(i), len(t)) <= MAX_LENGTH)
+    batches = full_pass(EVAL)
+    produced = [max(len(i), len(t)) for i, t in pass_examples(batches)]
+    assert produced == lengths
+    splits = greedy_splits_by_hand(lengths, BUDGET)
+    assert [len(inputs) for inputs, _ in batches] == np.diff(splits).tolist()
+
+
+def test_eval_order_is_deterministic(problem, hparams, full_pass):
+    """Two eval passes give identical batches."""
+    first, second = full_pass(EVAL), read_pass(problem, hparams, EVAL)
+    assert len(first) == len(second)
+    for (inputs_a, targets_a), (inputs_b, targets_b) in zip(first, second):
+        np.testing.assert_array_equal(inputs_a, inputs_b)
+        np.testing.assert_array_equal(targets_a, targets_b)
+
+
+def test_training_order_is_set_by_the_seed(problem, hparams, full_pass):
+    """Training passes: the same seed repeats the order (first 100 batches compared), another
+    seed changes it, and both hold the same examples."""
+    first = full_pass(TRAIN, TRAIN_SEED)
+    again = read_pass(problem, hparams, TRAIN, TRAIN_SEED, batches_wanted=100)
+    other = full_pass(TRAIN, TRAIN_SEED + 1)
+    assert pass_examples(again) == pass_examples(first[:100])
+    assert pass_examples(other) != pass_examples(first)
+    assert collections.Counter(pass_examples(other)) == collections.Counter(pass_examples(first))
+    # Not merely the same batches in another order: the batches themselves differ.
+    first_batches = {tuple(sorted(map(split_row, targets))) for _, targets in first}
+    other_batches = {tuple(sorted(map(split_row, targets))) for _, targets in other}
+    assert first_batches != other_batches
