@@ -2,6 +2,8 @@
 
 import os
 import pathlib
+import subprocess
+import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
@@ -9,6 +11,17 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 import pytest  # noqa: E402
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
+
+
+def run_module(module, *args, timeout=300):
+    """Runs `python -m <module> args...` as a user would; returns the CompletedProcess."""
+    return subprocess.run(
+        [sys.executable, "-m", module, *args],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"),
+        timeout=timeout,
+    )
 
 
 @pytest.fixture(scope="session")

@@ -3,19 +3,12 @@
 import json
 import os
 import pathlib
-import subprocess
-import sys
+
+from conftest import run_module
 
 
 def run_datagen(*args):
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-    return subprocess.run(
-        [sys.executable, "-m", "t2t_repro.datagen", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-    )
+    return run_module("t2t_repro.datagen", *args)
 
 
 def file_state(directory):

@@ -8,6 +8,7 @@ import time
 
 import pytest
 
+from conftest import run_module
 from t2t_repro import registry
 from t2t_repro.training import checkpoints
 
@@ -21,14 +22,7 @@ TINY_RUN = [
 
 
 def run_trainer(*args):
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-    return subprocess.run(
-        [sys.executable, "-m", "t2t_repro.trainer", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-    )
+    return run_module("t2t_repro.trainer", *args)
 
 
 @pytest.mark.parametrize(

@@ -24,11 +24,12 @@ def example_lengths(chunk):
     return tf.maximum(chunk["inputs"].row_lengths(), chunk["targets"].row_lengths())
 
 
-def pack_sorted_lengths(sorted_lengths, budget):
+def pack_sorted_lengths(sorted_lengths, budget, rows_multiple=1):
     """Cuts ascending lengths into consecutive batches of at most `budget` padded tokens.
 
     Returns the batch boundaries as row splits: batch k holds positions
-    `splits[k]:splits[k + 1]`. Every length must be at most `budget`.
+    `splits[k]:splits[k + 1]`. Each batch's size is a multiple of `rows_multiple` except
+    possibly the last. Every length must be at most `budget // rows_multiple`.
     """
     sorted_lengths = np.asarray(sorted_lengths, dtype=np.int64)
     splits = [0]
@@ -38,21 +39,33 @@ def pack_sorted_lengths(sorted_lengths, budget):
         # Padded size of the batch [start, start + n) is n × its last (longest) length;
         # it grows with n, so the largest n within budget is found by binary search.
         sizes = np.arange(1, largest + 1) * sorted_lengths[start : start + largest]
-        start += max(1, int(np.searchsorted(sizes, budget, side="right")))
+        rows = max(1, int(np.searchsorted(sizes, budget, side="right")))
+        if rows >= rows_multiple:
+            rows -= rows % rows_multiple
+        start += rows
         splits.append(start)
     return np.asarray(splits, dtype=np.int64)
 
 
-def _batch_splits(lengths, budget):
-    order = np.argsort(lengths, kind="stable")
-    return order.astype(np.int64), pack_sorted_lengths(lengths[order], budget)
+def _batch_splits(lengths, budget, rows_multiple):
+    """Example order and batch splits of one chunk; a last batch short of `rows_multiple`
+    rows is filled up with index `len(lengths)`, which names an empty row."""
+    order = np.argsort(lengths, kind="stable").astype(np.int64)
+    splits = pack_sorted_lengths(lengths[order], budget, rows_multiple)
+    missing = -len(lengths) % rows_multiple
+    if missing:
+        order = np.concatenate([order, np.full(missing, len(lengths), np.int64)])
+        splits[-1] += missing
+    return order, splits
 
 
-def chunk_to_batches(chunk, budget, max_length, shuffle, seed=None):
+def chunk_to_batches(chunk, budget, max_length, shuffle, seed=None, rows_multiple=1):
     """The padded batches of one chunk of ragged examples, as a dataset.
 
     Examples longer than `max_length` are dropped; the others are batched by length within
-    `budget` tokens. With `shuffle`, examples of equal length are batched in random order.
+    `budget` tokens, in batches of a multiple of `rows_multiple` rows (the chunk's last batch
+    is filled up with empty rows, all padding). With `shuffle`, examples of equal length are
+    batched in random order.
     """
     chunk = {name: chunk[name].with_row_splits_dtype(tf.int64) for name in FEATURES}
     lengths = example_lengths(chunk)
@@ -64,19 +77,26 @@ def chunk_to_batches(chunk, budget, max_length, shuffle, seed=None):
         chunk = {name: tf.gather(chunk[name], permutation) for name in FEATURES}
         lengths = tf.gather(lengths, permutation)
     order, splits = tf.numpy_function(
-        lambda lengths: _batch_splits(lengths, budget), [lengths], (tf.int64, tf.int64),
-        stateful=False,
+        lambda lengths: _batch_splits(lengths, budget, rows_multiple), [lengths],
+        (tf.int64, tf.int64), stateful=False,
     )
     order.set_shape([None])
     splits.set_shape([None])
     batch_indices = tf.RaggedTensor.from_row_splits(order, splits, validate=False)
-    batches = {name: tf.gather(chunk[name], batch_indices) for name in FEATURES}
+    empty_row = tf.RaggedTensor.from_row_lengths(
+        tf.zeros([0], tf.int32), tf.zeros([1], tf.int64), validate=False
+    )
+    batches = {
+        name: tf.gather(tf.concat([chunk[name], empty_row], axis=0), batch_indices)
+        for name in FEATURES
+    }
     return tf.data.Dataset.from_tensor_slices(batches).map(
         lambda batch: {name: batch[name].to_tensor() for name in FEATURES}
     )
 
 
-def batch_by_token_budget(chunks, budget, max_length, shuffle=False, seed=None):
+def batch_by_token_budget(chunks, budget, max_length, shuffle=False, seed=None,
+                          rows_multiple=1):
     """Padded batches of at most `budget` tokens from a dataset of ragged example chunks.
 
     Args:
@@ -85,12 +105,15 @@ def batch_by_token_budget(chunks, budget, max_length, shuffle=False, seed=None):
         max_length: longer examples are dropped (never truncated).
         shuffle: batch equal-length examples in random order (training).
         seed: op seed for that order.
+        rows_multiple: rows per batch are a multiple of this: the number of replicas, so
+            that a distribution strategy splits every batch evenly (Keras fails on uneven
+            splits under MirroredStrategy).
     """
-    if budget < max_length:
+    if budget < max_length * rows_multiple:
         raise ValueError(
-            f"batch_size ({budget} tokens) must be at least max_length ({max_length}), or "
-            f"the longest examples could never fit in a batch."
+            f"batch_size ({budget} tokens) must be at least max_length ({max_length}) × "
+            f"{rows_multiple} replica(s), or the longest examples could never fit in a batch."
         )
     return chunks.flat_map(
-        lambda chunk: chunk_to_batches(chunk, budget, max_length, shuffle, seed)
+        lambda chunk: chunk_to_batches(chunk, budget, max_length, shuffle, seed, rows_multiple)
     )

@@ -91,12 +91,13 @@ class Problem:
         dropped = sum(count for length, count in histogram.items() if length > max_length)
         return dropped, sum(histogram.values())
 
-    def dataset(self, mode, hparams, shuffle=None, repeat=None, seed=None):
+    def dataset(self, mode, hparams, shuffle=None, repeat=None, seed=None, num_replicas=1):
         """Batches for `keras.Model.fit`: `(features, targets)` of at most `hparams.batch_size`
         tokens (global across replicas), examples longer than `hparams.max_length` dropped.
 
         Training data is shuffled and repeated forever; eval data keeps a fixed order and is
-        read once.
+        read once. Batches have a multiple of `num_replicas` rows (some may be empty rows,
+        all padding), so that a distribution strategy splits each evenly.
         """
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got '{mode}'.")
@@ -105,7 +106,8 @@ class Problem:
         repeat = training if repeat is None else repeat
         chunks = self.example_chunks(mode, repeat=repeat, shuffle=shuffle, seed=seed)
         batches = batching.batch_by_token_budget(
-            chunks, hparams.batch_size, hparams.max_length, shuffle=shuffle, seed=seed
+            chunks, hparams.batch_size, hparams.max_length, shuffle=shuffle, seed=seed,
+            rows_multiple=num_replicas,
         )
         if shuffle:
             batches = batches.shuffle(_BATCH_SHUFFLE_BUFFER, seed=seed)

@@ -87,7 +87,9 @@ class TrainingRun:
         """The mode's batched dataset, built once; each iteration over it starts afresh."""
         if mode not in self._datasets:
             self._report_length_filter(mode)
-            self._datasets[mode] = self.problem.dataset(mode, self.hparams)
+            self._datasets[mode] = self.problem.dataset(
+                mode, self.hparams, num_replicas=self.strategy.num_replicas_in_sync
+            )
         return self._datasets[mode]
 
     def _report_length_filter(self, mode):

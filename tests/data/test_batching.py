@@ -151,6 +151,40 @@ def test_budget_below_max_length_is_refused(budget, max_length):
     assert f"({budget} tokens)" in message and f"max_length ({max_length})" in message
 
 
+@pytest.mark.parametrize("lengths, budget, rows_multiple, splits", [
+    # Greedy takes 3 rows of [2,2,3] (9 <= 10); rounded down to 2. Then [3,5] is 10; [5,9]: 9 > 5
+    # only one fits (2 × 9 = 18), so 9 ends the chunk alone (filled up with empty rows later).
+    ([2, 2, 3, 5, 5, 9], 10, 2, [0, 2, 4, 5, 6]),
+    ([1] * 7, 4, 2, [0, 4, 6, 7]),              # 4 rows of 1, again, then the odd one left
+    ([1] * 7, 3, 2, [0, 2, 4, 6, 7]),           # 3 rows fit, rounded down to 2
+    ([2, 2, 2, 2, 2, 2], 12, 4, [0, 4, 6]),     # 6 fit; 4 is the largest multiple of 4
+])
+def test_pack_sorted_lengths_rounds_rows_down_to_a_multiple(lengths, budget, rows_multiple, splits):
+    """With `rows_multiple`, every batch but the chunk's last has a multiple of it rows."""
+    assert pack_sorted_lengths(lengths, budget, rows_multiple).tolist() == splits
+
+
+def test_batches_for_two_replicas_have_even_rows_and_lose_no_example():
+    """For 2 replicas every batch has an even number of rows: the chunk's odd last example is
+    joined by an empty (all-padding) row, and every example still comes out once."""
+    examples = [([5] * n + [EOS_ID], [6] * n + [EOS_ID]) for n in (1, 1, 2, 3, 3, 3, 7)]
+    # Lengths 2 2 3 4 4 4 8, budget 16: the first batch is 2 2 3 4 (4 rows × 4 = 16); then 4 4
+    # (adding the 8 would make 3 × 8 = 24); then the 8 alone, filled up with one empty row.
+    batches = batches_as_lists(batch_by_token_budget(
+        chunks_dataset(examples), budget=16, max_length=8, rows_multiple=2))
+    assert [len(inputs) for inputs, _ in batches] == [4, 2, 2]
+    assert batches[-1][0][1] == [PAD_ID] * 8 and batches[-1][1][1] == [PAD_ID] * 8
+    produced = [tuple(token for token in row if token != PAD_ID)
+                for inputs, _ in batches for row in inputs]
+    assert sorted(produced) == sorted([tuple(inputs) for inputs, _ in examples] + [()])
+
+
+def test_budget_below_max_length_per_replica_is_refused():
+    """A replica's share of the budget must still hold one longest example."""
+    with pytest.raises(ValueError, match=r"max_length \(24\) × 2 replica"):
+        batch_by_token_budget(chunks_dataset([([3, EOS_ID], [3, EOS_ID])]), 40, 24, rows_multiple=2)
+
+
 # --- Full passes over the session's real translate_ende data ------------------------------------
 
 def split_row(row):
