@@ -18,6 +18,10 @@ MODES = (TRAIN, EVAL)
 CHUNK_SIZE = 16384
 # Batches held for shuffling after length batching, so consecutive steps differ in length.
 _BATCH_SHUFFLE_BUFFER = 64
+# Eval batches come out of a chunk sorted by length; they are put in a fixed pseudo-random
+# order (up to this many at a time) so that `--eval_steps=N` does not see only short sentences.
+_EVAL_BATCH_MIX_BUFFER = 1024
+_EVAL_BATCH_MIX_SEED = 17
 
 
 class Problem:
@@ -111,5 +115,8 @@ class Problem:
         )
         if shuffle:
             batches = batches.shuffle(_BATCH_SHUFFLE_BUFFER, seed=seed)
+        else:
+            batches = batches.shuffle(_EVAL_BATCH_MIX_BUFFER, seed=_EVAL_BATCH_MIX_SEED,
+                                      reshuffle_each_iteration=False)
         batches = batches.map(lambda features: (features, features["targets"]))
         return batches.prefetch(tf.data.AUTOTUNE)

@@ -309,16 +309,20 @@ def test_a_pass_yields_exactly_the_examples_within_max_length(
     assert problem.dropped_by_max_length(mode, MAX_LENGTH) == (dropped, len(stored))
 
 
-def test_eval_batches_are_sorted_by_length_and_greedily_packed(full_pass, reference_examples):
-    """Eval (one chunk, no shuffle): lengths ascend over the pass, and batch sizes are the
-    brute-force greedy packing of the sorted kept lengths."""
+def test_eval_batches_are_the_greedy_packing_in_a_mixed_order(full_pass, reference_examples):
+    """Eval (one chunk, no shuffle): the batches are the greedy packing of the sorted kept
+    lengths, but served in a fixed mixed order, so that the first N batches (`--eval_steps`)
+    are not just the shortest sentences."""
     lengths = sorted(max(len(i), len(t)) for i, t in reference_examples(EVAL)
                      if max(len(i), len(t)) <= MAX_LENGTH)
-    batches = full_pass(EVAL)
-    produced = [max(len(i), len(t)) for i, t in pass_examples(batches)]
-    assert produced == lengths
     splits = greedy_splits_by_hand(lengths, BUDGET)
-    assert [len(inputs) for inputs, _ in batches] == np.diff(splits).tolist()
+    expected = [tuple(lengths[a:b]) for a, b in zip(splits, splits[1:])]
+    batches = full_pass(EVAL)
+    produced = [tuple(max(len(split_row(i)), len(split_row(t))) for i, t in zip(inputs, targets))
+                for inputs, targets in batches]
+    assert sorted(produced) == sorted(expected)
+    longest_first = [max(batch) for batch in produced[: len(produced) // 4]]
+    assert max(longest_first) > lengths[len(lengths) // 2], "the first quarter is all short"
 
 
 def test_eval_order_is_deterministic(problem, hparams, full_pass):
