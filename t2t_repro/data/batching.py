@@ -10,7 +10,7 @@ which would cap the pipeline near the training rate). Within a chunk, examples l
 `max_length` are dropped, the rest are sorted by length (after a random permutation when
 training) and cut greedily into batches: each batch takes as many of the next examples as fit the
 budget. This buckets by length as finely as the data allows, and leaves one part-filled batch per
-chunk.
+chunk. When training, the chunk's batches are then served in random order.
 """
 
 import numpy as np
@@ -65,7 +65,7 @@ def chunk_to_batches(chunk, budget, max_length, shuffle, seed=None, rows_multipl
     Examples longer than `max_length` are dropped; the others are batched by length within
     `budget` tokens, in batches of a multiple of `rows_multiple` rows (the chunk's last batch
     is filled up with empty rows, all padding). With `shuffle`, examples of equal length are
-    batched in random order.
+    batched in random order and the batches come out in random order.
     """
     chunk = {name: chunk[name].with_row_splits_dtype(tf.int64) for name in FEATURES}
     lengths = example_lengths(chunk)
@@ -83,6 +83,11 @@ def chunk_to_batches(chunk, budget, max_length, shuffle, seed=None, rows_multipl
     order.set_shape([None])
     splits.set_shape([None])
     batch_indices = tf.RaggedTensor.from_row_splits(order, splits, validate=False)
+    if shuffle:
+        # The batches come out sorted by length; served in that order, training would sweep
+        # from short to long sentences through every chunk.
+        batch_order = tf.random.shuffle(tf.range(batch_indices.nrows()), seed=seed)
+        batch_indices = tf.gather(batch_indices, batch_order)
     empty_row = tf.RaggedTensor.from_row_lengths(
         tf.zeros([0], tf.int32), tf.zeros([1], tf.int64), validate=False
     )

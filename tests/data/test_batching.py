@@ -110,10 +110,11 @@ def test_batch_by_token_budget_hand_case():
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_shuffled_batching_only_reorders_equal_lengths(seed):
-    """With shuffle, the hand case gives the same batches up to the order of equal-length rows."""
+    """With shuffle, the hand case gives the same batches up to the order of equal-length rows
+    and the order of the batches."""
     def row_sets(batches):
-        return [{(tuple(i), tuple(t)) for i, t in zip(inputs, targets)}
-                for inputs, targets in batches]
+        return sorted((sorted((tuple(i), tuple(t)) for i, t in zip(inputs, targets))
+                       for inputs, targets in batches))
 
     batches = batch_by_token_budget(chunks_dataset(HAND_CHUNK), budget=8, max_length=6,
                                     shuffle=True, seed=seed)
@@ -323,6 +324,16 @@ def test_eval_batches_are_the_greedy_packing_in_a_mixed_order(full_pass, referen
     assert sorted(produced) == sorted(expected)
     longest_first = [max(batch) for batch in produced[: len(produced) // 4]]
     assert max(longest_first) > lengths[len(lengths) // 2], "the first quarter is all short"
+
+
+def test_training_batches_are_not_served_in_length_order(full_pass):
+    """Training shuffles the batches of each chunk: the first 20 already hold short and long
+    sentences (served sorted, they would sweep from short to long through the chunk)."""
+    longest = [max(inputs.shape[1], targets.shape[1])
+               for inputs, targets in full_pass(TRAIN, TRAIN_SEED)]
+    first = longest[:20]
+    median = sorted(longest)[len(longest) // 2]
+    assert min(first) < median < max(first), first
 
 
 def test_eval_order_is_deterministic(problem, hparams, full_pass):
