@@ -108,8 +108,9 @@ def batch_by_token_budget(chunks, budget, max_length, shuffle=False, seed=None,
         chunks: dataset of `{"inputs", "targets"}` ragged int32 tensors `[examples, None]`.
         budget: tokens per batch (longest sequence × sentences), all replicas together.
         max_length: longer examples are dropped (never truncated).
-        shuffle: batch equal-length examples in random order (training).
-        seed: op seed for that order.
+        shuffle: batch equal-length examples, and serve each chunk's batches, in random order
+            (training).
+        seed: op seed for those orders.
         rows_multiple: rows per batch are a multiple of this: the number of replicas, so
             that a distribution strategy splits every batch evenly (Keras fails on uneven
             splits under MirroredStrategy).
