@@ -62,16 +62,22 @@ ONE_STEP_BOTH_WAYS = textwrap.dedent(
 )
 
 
-def test_mirrored_step_equals_single_device_step():
+def run_on_two_cpu_devices(script):
+    """Runs `script` in a fresh Python (it configures 2 logical CPUs before TensorFlow starts)
+    and returns the JSON report it prints last."""
     result = subprocess.run(
-        [sys.executable, "-c", ONE_STEP_BOTH_WAYS],
+        [sys.executable, "-c", script],
         capture_output=True,
         text=True,
         env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", KERAS_BACKEND="tensorflow"),
         timeout=300,
     )
-    assert result.returncode == 0, result.stderr
-    report = json.loads(result.stdout.strip().splitlines()[-1])
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def test_mirrored_step_equals_single_device_step():
+    report = run_on_two_cpu_devices(ONE_STEP_BOTH_WAYS)
     assert report["replicas"] == 2
     np.testing.assert_allclose(report["loss_mirrored"], report["loss_one_device"], rtol=1e-5)
     # A doubled gradient would move some weight by a further ~0.1; float rounding moves it by ~1e-7.
@@ -104,14 +110,6 @@ TRAIN_AND_EVALUATE_MIRRORED = textwrap.dedent(
 def test_mirrored_training_and_evaluation_run_on_token_budget_batches():
     """Under MirroredStrategy the trainer's batches split evenly over the replicas (Keras fails
     on an odd row count), and a whole train-and-evaluate cycle runs on the real pipeline."""
-    result = subprocess.run(
-        [sys.executable, "-c", TRAIN_AND_EVALUATE_MIRRORED],
-        capture_output=True,
-        text=True,
-        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", KERAS_BACKEND="tensorflow"),
-        timeout=300,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    report = json.loads(result.stdout.strip().splitlines()[-1])
+    report = run_on_two_cpu_devices(TRAIN_AND_EVALUATE_MIRRORED)
     assert report["eval_batch_rows"] and all(rows % 2 == 0 for rows in report["eval_batch_rows"])
     assert np.isfinite(report["eval"]["loss"]) and report["eval"]["accuracy"] > 0
