@@ -119,9 +119,6 @@ class SubwordVocabulary:
             ids = ids[: ids.index(EOS_ID)]
         return self._processor.decode(ids)
 
-    def pieces(self, text):
-        return self._processor.encode(text, out_type=str)
-
     def all_pieces(self):
         """Every piece, by id (for the human-readable `.vocab` listing)."""
         return [self._processor.id_to_piece(i) for i in range(self.vocab_size)]
