@@ -24,13 +24,29 @@ def run_module(module, *args, timeout=300):
     )
 
 
+def _origin_checkout():
+    """The checkout this one was cloned from, when its origin is a local folder (a clone in a
+    temporary folder has no `../shared` beside it, but its origin does)."""
+    result = subprocess.run(["git", "-C", str(REPO_ROOT), "config", "remote.origin.url"],
+                            capture_output=True, text=True)
+    origin = pathlib.Path(result.stdout.strip())
+    return origin if result.returncode == 0 and origin.is_absolute() else None
+
+
 @pytest.fixture(scope="session")
 def shared_data_dir():
-    """The project's real data (`../shared/data`), or wherever T2T_TEST_DATA points."""
-    path = pathlib.Path(os.environ.get("T2T_TEST_DATA", REPO_ROOT.parent / "shared" / "data"))
-    if not path.is_dir():
-        pytest.fail(f"Real test data not found at {path}; set T2T_TEST_DATA to its location.")
-    return path
+    """The project's real data: wherever T2T_TEST_DATA points, else `../shared/data` beside
+    this checkout, else beside the local checkout it was cloned from."""
+    if "T2T_TEST_DATA" in os.environ:
+        candidates = [pathlib.Path(os.environ["T2T_TEST_DATA"])]
+    else:
+        roots = [REPO_ROOT] + [root for root in [_origin_checkout()] if root]
+        candidates = [root.parent / "shared" / "data" for root in roots]
+    for path in candidates:
+        if path.is_dir():
+            return path
+    pytest.fail(f"Real test data not found at {', '.join(map(str, candidates))}; set "
+                f"T2T_TEST_DATA to its location.")
 
 
 def lay_out(directory, links):
