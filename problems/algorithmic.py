@@ -35,6 +35,12 @@ class AlgorithmicProblem(Problem):
     def target_of(self, sequence):
         raise NotImplementedError
 
+    def default_decode_hparams(self):
+        """Targets are as long as inputs here, so outputs need little room beyond them."""
+        hparams = super().default_decode_hparams()
+        hparams.extra_length = 2
+        return hparams
+
     def sequences(self, mode):
         """The mode's symbol sequences (lists of symbols), generated once per process."""
         if mode not in self._sequences:

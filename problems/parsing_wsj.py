@@ -11,6 +11,7 @@ from t2t_repro.data.problem import EVAL, TRAIN
 from t2t_repro.data.text_problem import PairSources, TextPairProblem
 from t2t_repro.data.treebank import TreebankPairs, TreeLinePairs
 from t2t_repro.data.trees import delinearise
+from t2t_repro.metrics.bracket_f1 import corpus_bracket_f1
 from t2t_repro.registry import problems
 
 
@@ -38,6 +39,23 @@ class ParsingWsj(TextPairProblem):
         """The tree a model's output text describes over the input sentence's words, repaired
         as needed (see `trees.delinearise`), so every prediction can be scored."""
         return delinearise(output_text.split(), input_text.split())
+
+    def default_decode_hparams(self):
+        """Paper §6.3: beam 21, α = 0.3, outputs up to the input length + 300."""
+        hparams = super().default_decode_hparams()
+        hparams.beam_size = 21
+        hparams.alpha = 0.3
+        hparams.extra_length = 300
+        return hparams
+
+    def decode_metrics(self, inputs, outputs, targets):
+        """Labelled bracket precision, recall and F1 (EVALB, COLLINS.prm), in percent."""
+        score = corpus_bracket_f1(
+            [self.tree_of(words, target) for words, target in zip(inputs, targets)],
+            [self.tree_of(words, output) for words, output in zip(inputs, outputs)],
+        )
+        return {"bracket_precision": 100 * score.precision, "bracket_recall": 100 * score.recall,
+                "bracket_f1": 100 * score.f1}
 
 
 @problems.register

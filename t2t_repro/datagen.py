@@ -18,19 +18,16 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 from absl import app  # noqa: E402
 
 from t2t_repro import problem_flags  # noqa: E402
+from t2t_repro.command_line import exit_on_usage_errors  # noqa: E402
 
 FLAGS = problem_flags.FLAGS
 
 
 def main(argv):
-    if len(argv) > 1:
-        sys.exit(f"error: unexpected arguments {argv[1:]}; flags look like --name=value.")
+    exit_on_usage_errors(argv, ("problem", "data_dir"))
     from t2t_repro.hparams import HParamsError
     from t2t_repro.registry import RegistryError
 
-    missing = [name for name in ("problem", "data_dir") if not FLAGS[name].value]
-    if missing:
-        sys.exit(f"error: missing {', '.join('--' + m for m in missing)}; see --help.")
     try:
         problem = problem_flags.create_problem()
         problem.generate_data(FLAGS.tmp_dir, download=FLAGS.download)

@@ -16,15 +16,13 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from absl import app, flags  # noqa: E402
 
-from t2t_repro import problem_flags  # noqa: E402
+from t2t_repro import model_flags, problem_flags  # noqa: E402
+from t2t_repro.command_line import exit_on_usage_errors  # noqa: E402
+from t2t_repro.model_flags import ConfigurationError  # noqa: E402
 from t2t_repro.training.strategy import STRATEGIES  # noqa: E402
 
 FLAGS = flags.FLAGS
 
-flags.DEFINE_string("model", "transformer", "Registered model.")
-flags.DEFINE_string("hparams_set", None, "Registered hparams set.")
-flags.DEFINE_string("hparams", "", 'Overrides of the set, "name=value,name2=value2".')
-flags.DEFINE_string("output_dir", None, "Checkpoints, TensorBoard events, hparams.json, flags.txt.")
 flags.DEFINE_bool("generate_data", False,
                   "Generate the problem's data in --data_dir first (from --tmp_dir), as "
                   "t2t_repro.datagen does; a no-op when it is there already.")
@@ -43,6 +41,11 @@ flags.DEFINE_enum("strategy", "auto", STRATEGIES,
                   "mirrored (all local devices) or multi_worker (machines named by TF_CONFIG).")
 flags.DEFINE_bool("jit_compile", False, "Compile the train step with XLA.")
 flags.DEFINE_integer("random_seed", None, "Seed for weights, dropout and data order.")
+flags.DEFINE_integer("eval_decode_examples", 100,
+                     "At every evaluation, beam-decode this many eval examples with "
+                     "--decode_hparams and report the problem's decode metrics (sacreBLEU for "
+                     "translation, bracket F1 for parsing); 0: none; -1: the whole eval set.",
+                     lower_bound=-1)
 flags.DEFINE_integer("decode_examples", 0,
                      "After training, greedy-decode this many eval examples, print the first "
                      "few beside their targets and report how many came out exactly right.")
@@ -51,29 +54,11 @@ FLAGS_FILENAME = "flags.txt"
 _SHOWN_DECODES = 5
 
 
-class ConfigurationError(Exception):
-    """A bad flag combination; the message says what to change."""
-
-
-def resolve_hparams(output_dir):
-    """The set with overrides applied, checked against what `output_dir` was trained with."""
-    from t2t_repro import hparams as hparams_lib
-
-    hparams = hparams_lib.create_hparams(FLAGS.hparams_set, FLAGS.hparams)
-    saved = hparams_lib.load(output_dir)
-    if saved is not None and saved != hparams:
-        raise ConfigurationError(
-            f"{output_dir} holds a run trained with different hparams "
-            f"({', '.join(hparams.differences(saved))} differ). Resume it with the same "
-            f"--hparams_set and --hparams (see {output_dir}/{hparams_lib.HPARAMS_FILENAME} and "
-            f"{FLAGS_FILENAME}), or start a new run in another --output_dir."
-        )
-    return hparams
-
-
 def trainer_flags_text():
     """The trainer's flags as `--name=value` lines, loadable again with `--flagfile`."""
-    modules = {FLAGS.find_module_defining_flag(name) for name in ("problem", "hparams_set")}
+    modules = {
+        FLAGS.find_module_defining_flag(name) for name in ("problem", "hparams_set", "train_steps")
+    }
     own_flags = sorted(
         (flag for module in modules for flag in FLAGS.get_flags_for_module(module)),
         key=lambda flag: flag.name,
@@ -83,47 +68,53 @@ def trainer_flags_text():
 
 
 def save_run_config(hparams, output_dir):
+    """hparams.json, and for training schedules flags.txt: the record `--flagfile` resumes
+    training from, which a later `--schedule=evaluate` must not replace."""
     from t2t_repro import hparams as hparams_lib
 
     hparams_lib.save(hparams, output_dir)
+    if FLAGS.schedule == "evaluate":
+        return
     with open(os.path.join(output_dir, FLAGS_FILENAME), "w") as f:
         f.write(trainer_flags_text())
 
 
-def show_decodes(problem, model, hparams, count):
-    """Greedy-decodes `count` eval examples; prints a few and the exact-match rate."""
-    from t2t_repro.data.problem import EVAL
-    from t2t_repro.decoding.greedy import greedy_decode
+def show_decodes(problem, model, count):
+    """Greedy-decodes (beam 1) the first `count` eval examples; prints a few beside their
+    targets and the exact-match rate."""
+    from t2t_repro.decoding.text_decoding import DecodeEvaluation, create_decode_hparams
 
-    examples = problem.dataset(EVAL, hparams)
-    decoded_count = correct = 0
-    for features, targets in examples:
-        batch = features["inputs"][: count - decoded_count]
-        decoded = greedy_decode(model, batch, max_output_length=targets.shape[1] + 10)
-        for source, target, output in zip(batch.numpy(), targets.numpy(), decoded):
-            expected, produced = problem.decode(target), problem.decode(output)
-            correct += expected == produced
-            if decoded_count < _SHOWN_DECODES:
-                print(f"  input:  {problem.decode(source)}\n  target: {expected}\n"
-                      f"  output: {produced}  [{'ok' if expected == produced else 'WRONG'}]")
-            decoded_count += 1
-        if decoded_count >= count:
-            break
-    print(f"Greedy decoding: {correct}/{decoded_count} held-out sequences exactly right "
-          f"({correct / max(decoded_count, 1):.1%}).")
+    greedy = create_decode_hparams(problem, "beam_size=1,alpha=0.0")
+    evaluation = DecodeEvaluation(problem, greedy, count)
+    outputs = evaluation.decode(model)
+    for source, target, output in list(zip(evaluation.input_texts, evaluation.target_texts,
+                                           outputs))[:_SHOWN_DECODES]:
+        print(f"  input:  {source}\n  target: {target}\n"
+              f"  output: {output}  [{'ok' if output == target else 'WRONG'}]")
+    correct = sum(output == target for output, target in zip(outputs, evaluation.target_texts))
+    print(f"Greedy decoding: {correct}/{len(outputs)} held-out sequences exactly right "
+          f"({correct / max(len(outputs), 1):.1%}).")
+
+
+def decode_evaluation(problem):
+    """The beam-search evaluation run at every eval, or None with --eval_decode_examples=0."""
+    from t2t_repro.decoding.text_decoding import DecodeEvaluation, create_decode_hparams
+
+    if not FLAGS.eval_decode_examples:
+        return None
+    decode_hparams = create_decode_hparams(problem, FLAGS.decode_hparams)
+    return DecodeEvaluation(problem, decode_hparams, FLAGS.eval_decode_examples)
 
 
 def run():
     import keras
 
-    from t2t_repro import registry
     from t2t_repro.training.loop import TrainingRun
     from t2t_repro.training.strategy import create_strategy
 
     problem = problem_flags.create_problem()
-    hparams = resolve_hparams(FLAGS.output_dir)
-    if FLAGS.model not in registry.models:
-        raise ConfigurationError(registry.models.unknown_name_message(FLAGS.model))
+    hparams = model_flags.resolve_hparams(FLAGS.output_dir)
+    model_flags.check_model_name()
     if FLAGS.generate_data:
         problem.generate_data(FLAGS.tmp_dir, download=FLAGS.download)
     problem.check_data()  # before anything is written to --output_dir
@@ -143,6 +134,7 @@ def run():
         eval_steps=FLAGS.eval_steps,
         log_every=FLAGS.log_every,
         jit_compile=FLAGS.jit_compile,
+        decode_evaluation=decode_evaluation(problem),
     )
     train_steps = FLAGS.train_steps or hparams.train_steps
     if FLAGS.schedule == "evaluate":
@@ -153,30 +145,26 @@ def run():
             train_steps, evaluate_every_segment=FLAGS.schedule == "train_and_evaluate"
         )
     if FLAGS.decode_examples:
-        show_decodes(problem, run.model, hparams, FLAGS.decode_examples)
+        show_decodes(problem, run.model, FLAGS.decode_examples)
     if eval_scalars:
         print(f"Final eval token accuracy on held-out data: {eval_scalars['accuracy']:.2%} "
               f"(step {run.checkpoints.step()}, output in {FLAGS.output_dir})")
 
 
 def main(argv):
-    if len(argv) > 1:
-        sys.exit(f"error: unexpected arguments {argv[1:]}; flags look like --name=value.")
+    exit_on_usage_errors(argv)
     if FLAGS.registry_help:
         from t2t_repro import registry
 
         print(registry.help_text())
         return
+    exit_on_usage_errors(argv, ("problem", "hparams_set", "output_dir"),
+                         hint="see --helpfull, or --registry_help for the registered problems "
+                              "and hparams sets")
     from t2t_repro.hparams import HParamsError
     from t2t_repro.registry import RegistryError
 
-    missing = [name for name in ("problem", "hparams_set", "output_dir") if not FLAGS[name].value]
     try:
-        if missing:
-            raise ConfigurationError(
-                f"missing {', '.join('--' + m for m in missing)}; see --helpfull, or "
-                f"--registry_help for the registered problems and hparams sets."
-            )
         run()
     except (ConfigurationError, RegistryError, HParamsError, *problem_flags.data_errors()) as error:
         sys.exit(f"error: {error}")

@@ -1,5 +1,6 @@
 """Shared test settings: quiet TensorFlow, the TensorFlow Keras backend, and the real data folder."""
 
+import glob
 import os
 import pathlib
 import subprocess
@@ -13,10 +14,12 @@ import pytest  # noqa: E402
 REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 
-def run_module(module, *args, timeout=300):
-    """Runs `python -m <module> args...` as a user would; returns the CompletedProcess."""
+def run_module(module, *args, timeout=300, input=None):
+    """Runs `python -m <module> args...` as a user would (`input`: text on its stdin);
+    returns the CompletedProcess."""
     return subprocess.run(
         [sys.executable, "-m", module, *args],
+        input=input,
         capture_output=True,
         text=True,
         env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"),
@@ -81,3 +84,19 @@ def ende_data_dir(multi30k_tmp_dir, tmp_path_factory):
     problem = TranslateEnde(data_dir=str(data_dir), data_hparams=MULTI30K_DATA_HPARAMS)
     problem.generate_data(str(multi30k_tmp_dir), download=False)
     return data_dir
+
+
+def read_scalars(logdir):
+    """{tag: {step: value}} from every TensorBoard event file in `logdir`."""
+    import tensorflow as tf
+
+    scalars = {}
+    for path in sorted(glob.glob(os.path.join(logdir, "events.out.tfevents.*"))):
+        for event in tf.compat.v1.train.summary_iterator(path):
+            for value in event.summary.value:
+                if value.HasField("tensor"):
+                    number = float(tf.make_ndarray(value.tensor))
+                else:
+                    number = value.simple_value
+                scalars.setdefault(value.tag, {})[event.step] = number
+    return scalars

@@ -17,6 +17,7 @@ TINY_RUN = [
     "--hparams_set=transformer_tiny",
     "--hparams=batch_size=256,max_length=24",
     "--eval_steps=2",
+    "--eval_decode_examples=4",  # beam search at every eval; a few sentences show it runs
     "--log_every=5",
 ]
 
@@ -83,6 +84,13 @@ def test_run_writes_its_config_resumes_from_flagfile_and_refuses_other_hparams(t
     assert resumed.returncode == 0, resumed.stderr
     assert "Resumed from" in resumed.stdout and "at step 10" in resumed.stdout
     assert (output_dir / "ckpt-15.weights.h5").exists()
+
+    # Evaluating the run later leaves its flags.txt as the record of how it trains.
+    flags_before = (output_dir / "flags.txt").read_text()
+    evaluated = run_trainer(*TINY_RUN, f"--output_dir={output_dir}", "--schedule=evaluate")
+    assert evaluated.returncode == 0, evaluated.stderr
+    assert "eval at step 15 |" in evaluated.stdout and "exact_match" in evaluated.stdout
+    assert (output_dir / "flags.txt").read_text() == flags_before
 
     hparams_before = (output_dir / "hparams.json").read_text()
     refused = run_trainer(

@@ -6,7 +6,7 @@ import sys
 # TensorFlow's C++ start-up chatter would otherwise interleave with the table.
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-BENCHMARKS = {"pipeline": "t2t_repro.bench.pipeline"}
+BENCHMARKS = {"decode": "t2t_repro.bench.decode", "pipeline": "t2t_repro.bench.pipeline"}
 
 
 def main(argv):

@@ -5,6 +5,7 @@ import tensorflow as tf
 from t2t_repro.data import batching
 from t2t_repro.hparams import HParams
 
+
 class ProblemDataError(ValueError):
     """A problem's data is missing or does not match what was asked; the message says how
     to fix it."""
@@ -85,6 +86,25 @@ class Problem:
     def decode(self, ids):
         """Target ids -> text, stopping at the first EOS and dropping padding."""
         raise NotImplementedError
+
+    def default_decode_hparams(self):
+        """Beam search settings: the paper's for translation (§6.1): beam 4, length penalty
+        α = 0.6, outputs up to the input length + 50; `batch_size` counts sentences."""
+        return HParams(beam_size=4, alpha=0.6, extra_length=50, batch_size=32)
+
+    def decode_metrics(self, inputs, outputs, targets):
+        """Scores decoded text against the references: `{name: value}` for TensorBoard.
+
+        Args: the source texts, the decoded texts and the reference texts, aligned.
+        By default the share of outputs equal to their reference.
+        """
+        exact = sum(output == target for output, target in zip(outputs, targets))
+        return {"exact_match": exact / max(len(outputs), 1)}
+
+    def decode_report(self, inputs, outputs, targets):
+        """Printable lines scoring decoded text against references (the decoder prints them)."""
+        metrics = self.decode_metrics(inputs, outputs, targets)
+        return [f"{name}: {value:.4f}" for name, value in metrics.items()]
 
     def dropped_by_max_length(self, mode, max_length):
         """`(dropped, total)`: how many of the mode's examples are longer than `max_length`,

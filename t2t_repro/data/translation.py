@@ -20,6 +20,7 @@ from t2t_repro.data.raw_text import (
     RawDataError,
 )
 from t2t_repro.data.text_problem import PairSources, TextPairProblem
+from t2t_repro.metrics.bleu import bleu_report, compound_split_bleu, sacre_bleu
 
 
 # tensorflow-datasets' wmt14_translate splits: validation is newstest2013 (for these pairs).
@@ -132,11 +133,23 @@ class TranslateProblem(TextPairProblem):
         layout = find_layout(self.raw_layouts[mode], tmp_dir) if tmp_dir else None
         if layout is not None:
             return PairSources(layout.readers(tmp_dir))
-        if not download:
+        if not download or self.tfds_name is None:
             raise MissingRawDataError(self.missing_raw_data_message(mode, tmp_dir))
         return PairSources([TfdsPairs(self._downloaded_builder(mode, tmp_dir),
                                       self.tfds_splits[mode], self.input_language,
                                       self.target_language)])
+
+    def decode_metrics(self, inputs, outputs, targets):
+        """Real BLEU (sacreBLEU, detokenized) and the paper's tokenized compound-split BLEU."""
+        return {
+            "bleu": sacre_bleu(outputs, targets).score,
+            "bleu_tokenized_compound_split": compound_split_bleu(
+                outputs, targets, self.target_language
+            ).score,
+        }
+
+    def decode_report(self, inputs, outputs, targets):
+        return bleu_report(outputs, targets, self.target_language)
 
     def missing_raw_data_message(self, mode, tmp_dir):
         """Names the files accepted for `mode`, where they go, and the download alternative."""
@@ -144,12 +157,16 @@ class TranslateProblem(TextPairProblem):
             f"  - {layout.description}: {', '.join(layout.file_names())}"
             for layout in self.raw_layouts[mode]
         )
-        return (
+        message = (
             f"No raw {mode} data for {self.name} in {_tmp_dir_phrase(tmp_dir)}. Put one of these "
             f"there "
-            f"(text files: UTF-8, one sentence per line, aligned line by line):\n{layouts}\n"
-            f"or let datagen download it with tensorflow-datasets ({self.tfds_name}, the WMT14 "
-            f"sources; needs network): run it without --nodownload."
+            f"(text files: UTF-8, one sentence per line, aligned line by line):\n{layouts}"
+        )
+        if self.tfds_name is None:
+            return message
+        return (
+            f"{message}\nor let datagen download it with tensorflow-datasets ({self.tfds_name}, "
+            f"the WMT14 sources; needs network): run it without --nodownload."
         )
 
     def _downloaded_builder(self, mode, tmp_dir):

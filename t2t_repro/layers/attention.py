@@ -104,13 +104,30 @@ class MultiHeadAttention(keras.layers.Layer):
         be attended to.
         With `return_attention_scores`, also returns the weights [batch, heads, q_len, k_len].
         """
-        value = query if value is None else value
+        key, value = self.project_key_value(query if value is None else value)
+        return self.attend_to_projected(
+            query, key, value, attention_mask, training, return_attention_scores
+        )
+
+    def project_key_value(self, value):
+        """Per-head keys [batch, heads, k_len, d_k] and values [batch, heads, k_len, d_v].
+
+        Split out of `call` so a decoder can project the encoder output once per sentence,
+        and write one new position at a time into a self-attention cache.
+        """
+        return (
+            self._split_heads(self.key_dense(value), self.key_dim),
+            self._split_heads(self.value_dense(value), self.value_dim),
+        )
+
+    def attend_to_projected(
+        self, query, key, value, attention_mask=None, training=None, return_attention_scores=False
+    ):
+        """`call` with keys and values already projected by `project_key_value`."""
         q = self._split_heads(self.query_dense(query), self.key_dim)
-        k = self._split_heads(self.key_dense(value), self.key_dim)
-        v = self._split_heads(self.value_dense(value), self.value_dim)
         mask = None if attention_mask is None else ops.expand_dims(attention_mask, axis=-3)
         context, weights = scaled_dot_product_attention(
-            q, k, v, mask=mask, dropout=self.weights_dropout, training=training
+            q, key, value, mask=mask, dropout=self.weights_dropout, training=training
         )
         output = self.output_dense(self._merge_heads(context))
         return (output, weights) if return_attention_scores else output

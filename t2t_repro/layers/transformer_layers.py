@@ -1,6 +1,7 @@
 """Encoder and decoder layers (paper §3.1), post-norm as published or pre-norm as an option."""
 
 import keras
+from keras import ops
 
 from t2t_repro.layers.attention import MultiHeadAttention
 from t2t_repro.layers.feed_forward import PositionwiseFeedForward
@@ -62,6 +63,11 @@ class _ResidualSublayers(keras.layers.Layer):
         if self.normalize_first:
             return x + self.residual_dropout(sublayer(norm(x)), training=training)
         return norm(x + self.residual_dropout(sublayer(x), training=training))
+
+    def _feed_forward_block(self, x, training):
+        return self._residual(
+            x, lambda h: self.feed_forward(h, training=training), self.feed_forward_norm, training
+        )
 
     def compute_output_shape(self, x_shape, *other_shapes):
         return x_shape
@@ -130,9 +136,7 @@ class TransformerEncoderLayer(_ResidualSublayers):
             return out
 
         x = self._residual(x, attend, self.self_attention_norm, training)
-        x = self._residual(
-            x, lambda h: self.feed_forward(h, training=training), self.feed_forward_norm, training
-        )
+        x = self._feed_forward_block(x, training)
         return (x, scores["self"]) if return_attention_scores else x
 
 
@@ -207,7 +211,36 @@ class TransformerDecoderLayer(_ResidualSublayers):
 
         x = self._residual(x, self_attend, self.self_attention_norm, training)
         x = self._residual(x, cross_attend, self.cross_attention_norm, training)
-        x = self._residual(
-            x, lambda h: self.feed_forward(h, training=training), self.feed_forward_norm, training
-        )
+        x = self._feed_forward_block(x, training)
         return (x, scores) if return_attention_scores else x
+
+    def decode_step(self, x, position, self_cache, memory_key_value, memory_mask=None):
+        """One decoding position (inference): `call` for x [batch, 1, d] at `position`.
+
+        Self-attention attends to `self_cache`, the keys and values of the earlier positions
+        ((keys, values), each [batch, heads, max_length, d_k or d_v], preallocated); this
+        position's key and value are written into it in place, so a step costs one position,
+        not the whole prefix. `memory_key_value` is `cross_attention.project_key_value(memory)`,
+        computed once per sentence.
+
+        Returns (output [batch, 1, d], the updated cache).
+        """
+        keys, values = self_cache
+
+        def self_attend(h):
+            nonlocal keys, values
+            key, value = self.self_attention.project_key_value(h)
+            keys = ops.slice_update(keys, (0, 0, position, 0), key)
+            values = ops.slice_update(values, (0, 0, position, 0), value)
+            filled = ops.arange(ops.shape(keys)[2]) <= position
+            return self.self_attention.attend_to_projected(h, keys, values, filled[None, None, :])
+
+        def cross_attend(h):
+            return self.cross_attention.attend_to_projected(
+                h, *memory_key_value, attention_mask=memory_mask
+            )
+
+        x = self._residual(x, self_attend, self.self_attention_norm, training=False)
+        x = self._residual(x, cross_attend, self.cross_attention_norm, training=False)
+        x = self._feed_forward_block(x, training=False)
+        return x, (keys, values)

@@ -143,9 +143,9 @@ class Transformer(keras.Model):
             return None
         return keras.layers.LayerNormalization(epsilon=self.hparams.layer_norm_epsilon, name=name)
 
-    def _embed(self, ids, embedding, position, dropout, training):
+    def _embed(self, ids, embedding, position, dropout, training, start_index=0):
         x = embedding(ids)
-        x = x + position(x)
+        x = x + position(x, start_index=start_index)
         return dropout(x, training=training)
 
     def encode(self, inputs, training=None, attention_scores=None):
@@ -186,11 +186,55 @@ class Transformer(keras.Model):
                 memory_mask=memory_mask,
                 training=training,
             )
+        return self._logits(x)
+
+    def _logits(self, x):
         if self.decoder_final_norm is not None:
             x = self.decoder_final_norm(x)
         if self.softmax_projection is not None:
             return self.softmax_projection(x)
         return self.target_embedding.logits(x)
+
+    def memory_key_values(self, memory):
+        """Each decoder layer's encoder-decoder keys and values of `memory`, for `decode_step`:
+        computed once per sentence instead of once per output position."""
+        return [layer.cross_attention.project_key_value(memory) for layer in self.decoder_layers]
+
+    def empty_self_attention_cache(self, batch_size, max_decode_length, dtype="float32"):
+        """Each decoder layer's (keys, values) [batch, heads, max_decode_length, d], all zero;
+        `decode_step` fills one position per call."""
+        cache = []
+        for layer in self.decoder_layers:
+            attention = layer.self_attention
+            keys = ops.zeros((batch_size, attention.num_heads, max_decode_length,
+                              attention.key_dim), dtype)
+            values = ops.zeros((batch_size, attention.num_heads, max_decode_length,
+                                attention.value_dim), dtype)
+            cache.append((keys, values))
+        return cache
+
+    def decode_step(self, ids, position, self_attention_cache, memory_key_values, memory_mask):
+        """Incremental decoding: the decoder input ids [batch] at `position` -> (next-token
+        logits [batch, vocab], the cache with `position` filled).
+
+        Equals `decode(...)[:, position]` over the whole prefix, at the cost of one position.
+        """
+        x = self._embed(
+            ops.expand_dims(ids, 1),
+            self.target_embedding,
+            self.decoder_position,
+            self.decoder_input_dropout,
+            training=False,
+            start_index=position,
+        )
+        updated_cache = []
+        for layer, layer_cache, memory_key_value in zip(
+            self.decoder_layers, self_attention_cache, memory_key_values
+        ):
+            x, layer_cache = layer.decode_step(x, position, layer_cache, memory_key_value,
+                                               memory_mask)
+            updated_cache.append(layer_cache)
+        return self._logits(x)[:, 0], updated_cache
 
     def call(self, features, training=None):
         memory, memory_mask = self.encode(features["inputs"], training=training)

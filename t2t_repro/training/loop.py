@@ -33,6 +33,14 @@ def compile_for_training(model, hparams, jit_compile=False):
     return model
 
 
+def load_trained_model(model_name, hparams, problem, checkpoint_path):
+    """The model with the weights of a training or averaged checkpoint, for inference."""
+    # A checkpoint holds the optimizer's variables too; a compiled model has a place for them.
+    model = compile_for_training(build_model(model_name, hparams, problem), hparams)
+    model.load_weights(checkpoint_path)
+    return model
+
+
 class TrainingRun:
     """Everything one `--output_dir` holds: model, optimizer state, checkpoints, summaries.
 
@@ -45,6 +53,9 @@ class TrainingRun:
         eval_every: training steps between evaluations. eval_steps: batches per evaluation
             (0: the whole eval set). log_every: steps between progress lines.
         jit_compile: compile the train step with XLA.
+        decode_evaluation: optional `fn(model) -> {name: value}` run at every evaluation
+            (a `DecodeEvaluation`: real BLEU or bracket F1 from beam search); its scalars are
+            written beside the teacher-forced ones.
     """
 
     def __init__(
@@ -61,6 +72,7 @@ class TrainingRun:
         eval_steps=0,
         log_every=100,
         jit_compile=False,
+        decode_evaluation=None,
         print_fn=print,
     ):
         self.problem = problem
@@ -72,6 +84,7 @@ class TrainingRun:
         self.eval_every = eval_every
         self.eval_steps = eval_steps
         self.log_every = log_every
+        self.decode_evaluation = decode_evaluation
         self.print_fn = print_fn
         with strategy.scope():
             self.model = compile_for_training(
@@ -151,7 +164,8 @@ class TrainingRun:
         return eval_scalars
 
     def evaluate(self):
-        """Loss and token metrics on the eval set, written to TensorBoard and printed."""
+        """Loss and token metrics on the eval set, and the decode evaluation's metrics,
+        written to TensorBoard and printed."""
         dataset = self._dataset(EVAL)
         with warnings.catch_warnings():
             # Reading the eval set to its end is the point, not the accident Keras warns of.
@@ -160,6 +174,8 @@ class TrainingRun:
                 dataset, steps=self.eval_steps or None, verbose=0, return_dict=True
             )
         scalars = summaries.reported_scalars(logs)
+        if self.decode_evaluation is not None:
+            scalars.update(self.decode_evaluation(self.model))
         step = self.checkpoints.step()
         self._writer(EVAL).write(scalars, step)
         self.print_fn(f"eval at step {step} | {summaries.format_scalars(scalars)}")

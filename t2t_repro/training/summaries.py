@@ -84,7 +84,8 @@ def learning_rate_of_update(optimizer, step):
 
 
 def format_scalars(scalars):
-    """'loss 2.1234 | acc 0.5000 | ppl 8.37 | ...' for the scalars present."""
+    """'loss 2.1234 | acc 0.5000 | ppl 8.37 | ...' for the scalars present; others (decode
+    metrics such as bleu or bracket_f1) follow as 'name value'."""
     parts = []
     formats = {
         "loss": "loss {:.4f}",
@@ -100,6 +101,7 @@ def format_scalars(scalars):
             if name == "neg_log_perplexity":
                 value = perplexity(value)
             parts.append(fmt.format(value))
+    parts += [f"{name} {value:.2f}" for name, value in scalars.items() if name not in formats]
     return " | ".join(parts)
 
 

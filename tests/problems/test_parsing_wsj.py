@@ -142,6 +142,23 @@ def test_first_eval_example_by_hand(wsj_problem):
     )
 
 
+def test_decode_metrics_score_gold_outputs_100_and_a_lost_bracket_by_hand(wsj_problem):
+    """The F1 the trainer's eval reports: the gold linearisations of all of section 00 score
+    100; the first sentence with the NP inside its ADJP left out keeps 10 of its 11 brackets
+    (S, 5 NP, ADJP, 2 VP, PP; the root and punctuation are not brackets): precision 10/10,
+    recall 10/11, F1 20/21."""
+    inputs, targets = zip(*decoded(wsj_problem, "eval"))
+    assert wsj_problem.decode_metrics(inputs, targets, targets) == {
+        "bracket_precision": 100.0, "bracket_recall": 100.0, "bracket_f1": 100.0}
+    without_inner_np = (
+        "(S (NP (NP NNP NNP )NP , (ADJP CD NNS JJ )ADJP , )NP "
+        "(VP MD (VP VB (NP DT NN )NP (PP IN (NP DT JJ NN )NP )PP (NP NNP CD )NP )VP )VP . )S"
+    )
+    scores = wsj_problem.decode_metrics(inputs[:1], [without_inner_np], targets[:1])
+    assert scores == pytest.approx(
+        {"bracket_precision": 100.0, "bracket_recall": 1000 / 11, "bracket_f1": 2000 / 21})
+
+
 def test_train_examples_are_the_section_01_trees(wsj_problem, shared_data_dir):
     expected = [words_and_linearisation(line) for line in reference_lines(shared_data_dir, "01")]
     assert collections.Counter(decoded(wsj_problem, "train")) == collections.Counter(expected)

@@ -1,6 +1,5 @@
 """TrainingRun end to end on an algorithmic problem: learning, resuming, TensorBoard events."""
 
-import glob
 import os
 import re
 
@@ -9,6 +8,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from conftest import read_scalars
 from t2t_repro import registry
 from t2t_repro.data.problem import EVAL, TRAIN
 from t2t_repro.hparams import create_hparams
@@ -51,20 +51,6 @@ def logged_train_losses(lines):
     """Training losses of the progress lines, in order."""
     matches = (re.match(r"step \d+/\d+ \| loss ([\d.]+)", line) for line in lines)
     return [float(m.group(1)) for m in matches if m]
-
-
-def read_scalars(logdir):
-    """{tag: {step: value}} from every TensorBoard event file in `logdir`."""
-    scalars = {}
-    for path in sorted(glob.glob(os.path.join(logdir, "events.out.tfevents.*"))):
-        for event in tf.compat.v1.train.summary_iterator(path):
-            for value in event.summary.value:
-                if value.HasField("tensor"):
-                    number = float(tf.make_ndarray(value.tensor))
-                else:
-                    number = value.simple_value
-                scalars.setdefault(value.tag, {})[event.step] = number
-    return scalars
 
 
 def model_state(run):

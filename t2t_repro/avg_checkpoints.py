@@ -1,0 +1,93 @@
+"""Averages the last N checkpoints of a training run, as the paper does before decoding.
+
+    python -m t2t_repro.avg_checkpoints --output_dir=runs/ende_base --n=5
+    python -m t2t_repro.avg_checkpoints --output_dir=runs/ende_big --n=20 --avg_dir=runs/big_avg
+
+The average is written to `<avg_dir>/ckpt-<newest step>.weights.h5` (default avg_dir:
+`<output_dir>/averaged`) beside copies of the run's hparams.json and flags.txt, so avg_dir is
+itself an output_dir to decode from. The run's own checkpoints are only read.
+"""
+
+import os
+import shutil
+import sys
+
+# TensorFlow's C++ start-up chatter (from importing Keras) hides the report.
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+from absl import app, flags  # noqa: E402
+
+from t2t_repro.command_line import exit_on_usage_errors  # noqa: E402
+from t2t_repro.hparams import HPARAMS_FILENAME  # noqa: E402
+
+FLAGS = flags.FLAGS
+
+flags.DEFINE_string("output_dir", None, "The training run whose checkpoints are averaged.")
+flags.DEFINE_integer("n", 5, "How many of the newest checkpoints to average (paper: 5 for "
+                     "base, 20 for big).", lower_bound=1)
+flags.DEFINE_string("avg_dir", None, "Where the average goes (default: <output_dir>/averaged).")
+
+# The trainer's (t2t_repro.trainer defines flags of the same names, so it is not imported).
+FLAGS_FILENAME = "flags.txt"
+
+
+class ConfigurationError(Exception):
+    """Nothing to average, or nowhere safe to put it; the message says which."""
+
+
+def copy_run_config(output_dir, avg_dir):
+    """Copies hparams.json and flags.txt; flags.txt's --output_dir is pointed at avg_dir, so
+    `--flagfile=<avg_dir>/flags.txt` loads the average rather than the run's last checkpoint."""
+    hparams_path = os.path.join(output_dir, HPARAMS_FILENAME)
+    if os.path.exists(hparams_path):
+        shutil.copyfile(hparams_path, os.path.join(avg_dir, HPARAMS_FILENAME))
+    flags_path = os.path.join(output_dir, FLAGS_FILENAME)
+    if os.path.exists(flags_path):
+        with open(flags_path) as f:
+            lines = f.read().splitlines()
+        lines = [f"--output_dir={avg_dir}" if line.startswith("--output_dir=") else line
+                 for line in lines]
+        with open(os.path.join(avg_dir, FLAGS_FILENAME), "w") as f:
+            f.write("".join(line + "\n" for line in lines))
+
+
+def average_last(output_dir, n, avg_dir):
+    """Averages the newest `n` checkpoints of `output_dir` into `avg_dir`; returns its path."""
+    from t2t_repro.training import checkpoints
+    from t2t_repro.training.averaging import average_checkpoints
+
+    if os.path.realpath(avg_dir) == os.path.realpath(output_dir):
+        raise ConfigurationError("--avg_dir must differ from --output_dir: the average would "
+                                 "replace the run's newest checkpoint.")
+    if not os.path.isdir(output_dir):
+        raise ConfigurationError(f"--output_dir {output_dir} does not exist.")
+    found = checkpoints.list_checkpoints(output_dir)
+    if not found:
+        raise ConfigurationError(f"No checkpoints (ckpt-<step>.weights.h5) in {output_dir}.")
+    if len(found) < n:
+        print(f"Only {len(found)} checkpoint(s) in {output_dir}, fewer than --n={n}; "
+              f"averaging all of them.")
+    chosen = found[-n:]
+    newest_step = chosen[-1][0]
+    path = average_checkpoints(
+        [path for _, path in chosen], checkpoints.checkpoint_path(avg_dir, newest_step)
+    )
+    copy_run_config(output_dir, avg_dir)
+    print(f"Averaged {len(chosen)} checkpoint(s) of {output_dir}, steps "
+          f"{', '.join(str(step) for step, _ in chosen)}, into {path}.")
+    return path
+
+
+def main(argv):
+    exit_on_usage_errors(argv, ("output_dir",))
+    from t2t_repro.training.averaging import CheckpointLayoutError
+
+    avg_dir = FLAGS.avg_dir or os.path.join(FLAGS.output_dir, "averaged")
+    try:
+        average_last(FLAGS.output_dir, FLAGS.n, avg_dir)
+    except (ConfigurationError, CheckpointLayoutError) as error:
+        sys.exit(f"error: {error}")
+
+
+if __name__ == "__main__":
+    app.run(main)

@@ -1,0 +1,56 @@
+"""Scores a translation file against a reference file: sacreBLEU and the paper's tokenized BLEU.
+
+    python -m t2t_repro.bleu --translation=newstest2014.decoded.de --reference=newstest2014.de
+    python -m t2t_repro.bleu --translation=out.fr --reference=newstest2014.fr --language=fr
+
+Both files hold detokenized text, one sentence per line. sacreBLEU (with its signature) is the
+figure to compare with other work; the tokenized, compound-split BLEU is the paper's measure and
+comparable only with figures computed the same way.
+"""
+
+import sys
+
+from absl import app, flags
+
+from t2t_repro.command_line import exit_on_usage_errors
+
+FLAGS = flags.FLAGS
+
+flags.DEFINE_string("translation", None, "The system's translations, detokenized, one per line.")
+flags.DEFINE_string("reference", None, "The reference translations, detokenized, one per line.")
+flags.DEFINE_string("language", "de",
+                    "Target language for the Moses tokenizer of the tokenized BLEU (-l of "
+                    "tokenizer.perl).")
+
+
+def read_lines(flag_name):
+    """The lines of the file that --<flag_name> names; exits with a one-line error if unreadable."""
+    path = FLAGS[flag_name].value
+    try:
+        # Lines end at "\n" only, as sacreBLEU reads them.
+        with open(path, encoding="utf-8", newline="\n") as file:
+            return [line.rstrip("\n") for line in file]
+    except OSError as error:
+        sys.exit(f"error: cannot read --{flag_name}={path}: {error.strerror}.")
+    except UnicodeDecodeError as error:
+        sys.exit(f"error: --{flag_name}={path} is not UTF-8 text ({error.reason} at byte "
+                 f"{error.start}).")
+
+
+def main(argv):
+    exit_on_usage_errors(argv, ("translation", "reference"))
+    translation, reference = read_lines("translation"), read_lines("reference")
+    if len(translation) != len(reference):
+        sys.exit(f"error: --translation={FLAGS.translation} has {len(translation)} lines but "
+                 f"--reference={FLAGS.reference} has {len(reference)}; BLEU needs one reference "
+                 f"line per translated line.")
+    if not translation:
+        sys.exit("error: both files are empty; there is nothing to score.")
+
+    from t2t_repro.metrics import bleu
+
+    print("\n".join(bleu.bleu_report(translation, reference, FLAGS.language)))
+
+
+if __name__ == "__main__":
+    app.run(main)

@@ -1,0 +1,158 @@
+"""Translates (decodes) text with a trained model: a file, or lines typed on stdin.
+
+    python -m t2t_repro.decoder --problem=translate_ende --data_dir=D --output_dir=O \\
+        --decode_hparams="beam_size=4,alpha=0.6,extra_length=50" \\
+        --decode_from_file=newstest2014.en --decode_to_file=out.de \\
+        --decode_reference=newstest2014.de
+
+The hparams are those saved in --output_dir (or --hparams_set/--hparams, checked against
+them); the weights are the latest checkpoint there, or --checkpoint_path (a checkpoint file,
+or a directory such as avg_checkpoints' output). With --decode_reference it prints the
+problem's scores: sacreBLEU and the paper's tokenized BLEU for translation.
+"""
+
+import os
+import sys
+import time
+
+# TensorFlow's C++ start-up chatter (CPU features, missing CUDA) hides the output.
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+from absl import app, flags  # noqa: E402
+
+from t2t_repro import model_flags, problem_flags  # noqa: E402
+from t2t_repro.command_line import exit_on_usage_errors  # noqa: E402
+from t2t_repro.model_flags import ConfigurationError  # noqa: E402
+
+FLAGS = flags.FLAGS
+
+flags.DEFINE_string("checkpoint_path", None,
+                    "Checkpoint file or directory (its latest checkpoint); default: the latest "
+                    "in --output_dir.")
+flags.DEFINE_string("decode_from_file", None,
+                    "Source text, one sentence per line; without it, lines are read from stdin.")
+flags.DEFINE_string("decode_to_file", None,
+                    "Where the decodes go, one per line (default: stdout).")
+flags.DEFINE_string("decode_reference", None,
+                    "Reference text aligned with --decode_from_file: print the problem's scores.")
+
+
+def read_lines(path):
+    with open(path, encoding="utf-8") as f:
+        return [line.rstrip("\n") for line in f]
+
+
+def resolve_checkpoint(path):
+    from t2t_repro.training.checkpoints import latest_checkpoint
+
+    if os.path.isfile(path):
+        return path
+    checkpoint = latest_checkpoint(path)
+    if checkpoint is None:
+        raise ConfigurationError(
+            f"no checkpoint (ckpt-<step>.weights.h5) in {path}; train first, or point "
+            f"--checkpoint_path at a checkpoint file or a directory holding one."
+        )
+    return checkpoint
+
+
+def write_lines_atomically(lines, path):
+    """Writes under a temporary name first, so an interrupted run leaves no half file."""
+    partial = f"{path}.partial"
+    with open(partial, "w", encoding="utf-8") as f:
+        f.writelines(line + "\n" for line in lines)
+    os.replace(partial, path)
+
+
+class ProgressPrinter:
+    """`(done, total)` progress lines on stderr: sentences and sentences per second."""
+
+    def __init__(self):
+        self.start = time.monotonic()
+
+    def __call__(self, done, total):
+        elapsed = time.monotonic() - self.start
+        print(f"decoded {done}/{total} sentences ({done / max(elapsed, 1e-9):.1f}/s, "
+              f"{elapsed:.0f} s)", file=sys.stderr, flush=True)
+
+
+def output_line(beams, return_beams):
+    """The best hypothesis, or with `return_beams` every one and its score, tab-separated."""
+    if not return_beams:
+        return beams[0][0]
+    return "\t".join(f"{text}\t{score:.4f}" for text, score in beams)
+
+
+def decode_file(problem, search, decode_hparams):
+    from t2t_repro.decoding.text_decoding import decode_texts
+
+    sources = read_lines(FLAGS.decode_from_file)
+    references = read_lines(FLAGS.decode_reference) if FLAGS.decode_reference else None
+    if references is not None and len(references) != len(sources):
+        raise ConfigurationError(
+            f"--decode_reference has {len(references)} lines but --decode_from_file has "
+            f"{len(sources)}; they must be aligned line by line."
+        )
+    beams = decode_texts(problem, search, sources, decode_hparams.batch_size, ProgressPrinter())
+    lines = [output_line(hypotheses, decode_hparams.return_beams) for hypotheses in beams]
+    if FLAGS.decode_to_file:
+        write_lines_atomically(lines, FLAGS.decode_to_file)
+        print(f"Wrote {len(lines)} decodes to {FLAGS.decode_to_file}.", file=sys.stderr)
+    else:
+        print("\n".join(lines))
+    if references is not None:
+        best = [hypotheses[0][0] for hypotheses in beams]
+        print("\n".join(problem.decode_report(sources, best, references)))
+
+
+def decode_interactively(problem, search, decode_hparams):
+    from t2t_repro.decoding.text_decoding import decode_texts
+
+    interactive = sys.stdin.isatty()
+    if interactive:
+        print("Type a sentence and press Enter (Ctrl-D to end).", file=sys.stderr)
+    while True:
+        if interactive:
+            print("> ", end="", file=sys.stderr, flush=True)
+        line = sys.stdin.readline()
+        if not line:
+            return
+        beams = decode_texts(problem, search, [line.rstrip("\n")], batch_size=1)[0]
+        print(output_line(beams, decode_hparams.return_beams), flush=True)
+
+
+def run():
+    from t2t_repro.decoding.text_decoding import create_decode_hparams, create_search
+    from t2t_repro.training.loop import load_trained_model
+
+    problem = problem_flags.create_problem()
+    problem.check_data()
+    hparams = model_flags.resolve_hparams(FLAGS.output_dir, saved_suffices=True)
+    model_flags.check_model_name()
+    decode_hparams = create_decode_hparams(problem, FLAGS.decode_hparams)
+    checkpoint = resolve_checkpoint(FLAGS.checkpoint_path or FLAGS.output_dir)
+    model = load_trained_model(FLAGS.model, hparams, problem, checkpoint)
+    print(f"Decoding with {checkpoint}: beam_size={decode_hparams.beam_size}, "
+          f"alpha={decode_hparams.alpha}, extra_length={decode_hparams.extra_length}.",
+          file=sys.stderr)
+    search = create_search(model, decode_hparams)
+    if FLAGS.decode_from_file:
+        decode_file(problem, search, decode_hparams)
+    else:
+        decode_interactively(problem, search, decode_hparams)
+
+
+def main(argv):
+    exit_on_usage_errors(argv, ("problem", "output_dir"), hint="see --helpfull")
+    from t2t_repro.hparams import HParamsError
+    from t2t_repro.registry import RegistryError
+
+    try:
+        run()
+    except (ConfigurationError, RegistryError, HParamsError, OSError,
+            *problem_flags.data_errors()) as error:
+        sys.exit(f"error: {error}")
+
+
+if __name__ == "__main__":
+    app.run(main)

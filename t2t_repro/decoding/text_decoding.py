@@ -1,0 +1,93 @@
+"""Decoding many sentences: decode hparams, length-sorted batches, text in and text out."""
+
+import numpy as np
+
+from t2t_repro.decoding.transformer_search import TransformerBeamSearch
+from t2t_repro.special_ids import PAD_ID
+
+
+def create_decode_hparams(problem, overrides=""):
+    """The problem's beam search settings with `"name=value,..."` overrides (strict), plus
+    `return_beams` (write every hypothesis with its score, not only the best)."""
+    hparams = problem.default_decode_hparams()
+    hparams.add_hparam("return_beams", False)
+    return hparams.override_from_string(overrides or "")
+
+
+def create_search(model, decode_hparams, **kwargs):
+    """A TransformerBeamSearch configured by `decode_hparams` (kwargs: its other options)."""
+    return TransformerBeamSearch(
+        model,
+        beam_size=decode_hparams.beam_size,
+        alpha=decode_hparams.alpha,
+        extra_length=decode_hparams.extra_length,
+        **kwargs,
+    )
+
+
+def _padded(id_lists):
+    width = max(len(ids) for ids in id_lists)
+    batch = np.full((len(id_lists), width), PAD_ID, dtype=np.int32)
+    for row, ids in enumerate(id_lists):
+        batch[row, : len(ids)] = ids
+    return batch
+
+
+def decode_id_lists(search, id_lists, batch_size, progress=None):
+    """Each source id list's hypotheses, `(ids [beam, length], scores [beam])`, best first;
+    ids include EOS when produced and are 0-padded.
+
+    Sentences are decoded in batches of `batch_size` sorted by length, so a batch pads
+    little and stops early together, then put back in their original order. `progress(done,
+    total)` is called after each batch.
+    """
+    order = sorted(range(len(id_lists)), key=lambda index: len(id_lists[index]))
+    outputs = [None] * len(id_lists)
+    for start in range(0, len(order), batch_size):
+        indices = order[start : start + batch_size]
+        output = search(_padded([id_lists[index] for index in indices]))
+        for index, ids, scores in zip(indices, output.ids, output.scores):
+            outputs[index] = (ids, scores)
+        if progress is not None:
+            progress(min(start + batch_size, len(order)), len(order))
+    return outputs
+
+
+def decode_texts(problem, search, texts, batch_size, progress=None):
+    """Source texts -> each one's hypotheses as `[(text, score), ...]`, best first."""
+    outputs = decode_id_lists(search, [problem.encode(text) for text in texts], batch_size,
+                              progress)
+    return [[(problem.decode(ids), float(score)) for ids, score in zip(beams, scores)]
+            for beams, scores in outputs]
+
+
+class DecodeEvaluation:
+    """Beam-decodes the first `num_examples` eval examples (-1: all) and scores them with the
+    problem's `decode_metrics` (sacreBLEU for translation, bracket F1 for parsing).
+
+    The examples are read once; the compiled search is built on first use and reused.
+    """
+
+    def __init__(self, problem, decode_hparams, num_examples):
+        from t2t_repro.data.problem import EVAL
+
+        self.problem = problem
+        self.decode_hparams = decode_hparams
+        examples = problem.examples(EVAL).take(num_examples).as_numpy_iterator()
+        pairs = [(example["inputs"], example["targets"]) for example in examples]
+        self.input_ids = [inputs for inputs, _ in pairs]
+        self.input_texts = [problem.decode(inputs) for inputs, _ in pairs]
+        self.target_texts = [problem.decode(targets) for _, targets in pairs]
+        self._search = None
+
+    def decode(self, model):
+        """`model`'s decoded texts of the examples."""
+        if self._search is None or self._search.model is not model:
+            self._search = create_search(model, self.decode_hparams)
+        outputs = decode_id_lists(self._search, self.input_ids, self.decode_hparams.batch_size)
+        return [self.problem.decode(beams[0]) for beams, _ in outputs]
+
+    def __call__(self, model):
+        """`{metric: value}` of `model`'s decodes."""
+        return self.problem.decode_metrics(self.input_texts, self.decode(model),
+                                           self.target_texts)

@@ -1,0 +1,87 @@
+"""Beam search with a Transformer: the cached incremental decoder, or for comparison the
+uncached one that recomputes the whole prefix at every step."""
+
+import numpy as np
+from keras import ops
+
+from t2t_repro.decoding.beam_search import BeamSearch
+from t2t_repro.special_ids import PAD_ID
+
+# Sources and caches are padded to a multiple of this many positions, so that a file of
+# sentences of many lengths compiles a handful of shapes rather than one per batch.
+SHAPE_MULTIPLE = 16
+
+
+def padded_length(length):
+    """`length` rounded up to a multiple of SHAPE_MULTIPLE: the size sources and caches get."""
+    return -(-length // SHAPE_MULTIPLE) * SHAPE_MULTIPLE
+
+
+class TransformerBeamSearch:
+    """Decodes batches of source ids [batch, source_length] (0-padded) with `model`.
+
+    Args:
+        model: a built `Transformer`.
+        beam_size, alpha: the beam width (1: greedy) and the length-penalty exponent.
+        extra_length: a sentence's output is at most its source length + this many tokens.
+        use_cache: the incremental decoder (keys and values cached, one position per step);
+            False recomputes the whole prefix every step (slow; for checks and benchmarks).
+        force_max_length: ignore EOS and decode every sentence to its maximum length.
+        jit_compile: compile with XLA under TensorFlow, not only as a graph (cached decoder
+            only; the uncached one changes shape every step). JAX always jit-compiles the
+            cached decoder.
+    """
+
+    def __init__(self, model, beam_size=4, alpha=0.6, extra_length=50, use_cache=True,
+                 force_max_length=False, jit_compile=False):
+        self.model = model
+        self.beam_size = beam_size
+        self.extra_length = extra_length
+        self.use_cache = use_cache
+        step_fn = self._cached_step if use_cache else self._full_prefix_step
+        self.search = BeamSearch(
+            step_fn, beam_size, alpha, force_max_length=force_max_length,
+            variables=model.variables, jit_compile=jit_compile and use_cache,
+            fixed_shapes=use_cache,
+        )
+
+    def max_lengths(self, inputs):
+        """Each sentence's maximum output length: its source length (EOS included) plus
+        `extra_length`, cut to the position table's size when positions are learned."""
+        lengths = np.count_nonzero(np.asarray(inputs) != PAD_ID, axis=1) + self.extra_length
+        hparams = self.model.hparams
+        if hparams.position_encoding == "learned":
+            lengths = np.minimum(lengths, hparams.max_length)
+        return np.maximum(lengths, 1)
+
+    def __call__(self, inputs, max_lengths=None):
+        """Decodes `inputs` [batch, source_length]; `max_lengths` [batch] overrides
+        `self.max_lengths(inputs)`. Returns a BeamSearchOutput (ids [batch, beam, length])."""
+        inputs = np.asarray(inputs, dtype=np.int32)
+        max_lengths = self.max_lengths(inputs) if max_lengths is None else max_lengths
+        inputs = np.pad(inputs, ((0, 0), (0, padded_length(inputs.shape[1])
+                                          - inputs.shape[1])))
+        memory, memory_mask = self.model.encode(ops.convert_to_tensor(inputs), training=False)
+        memory = ops.repeat(memory, self.beam_size, axis=0)
+        memory_mask = ops.repeat(memory_mask, self.beam_size, axis=0)
+        sequence_length = padded_length(int(np.max(max_lengths)))
+        if self.use_cache:
+            state = self.model.empty_self_attention_cache(
+                len(inputs) * self.beam_size, sequence_length, memory.dtype
+            )
+            constants = (self.model.memory_key_values(memory), memory_mask)
+        else:
+            state, constants = (), (memory, memory_mask)
+        return self.search(state, constants, max_lengths, sequence_length)
+
+    def _cached_step(self, sequences, position, cache, constants):
+        memory_key_values, memory_mask = constants
+        return self.model.decode_step(
+            sequences[:, position], position, cache, memory_key_values, memory_mask
+        )
+
+    def _full_prefix_step(self, sequences, position, state, constants):
+        memory, memory_mask = constants
+        logits = self.model.decode(sequences[:, : position + 1], memory, memory_mask,
+                                   training=False)
+        return logits[:, -1], state

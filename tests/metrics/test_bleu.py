@@ -1,0 +1,160 @@
+"""BLEU: sacreBLEU against published WMT17 scores, and the paper's compound-split tokenized BLEU
+against a hand-worked case and the Perl pipeline it stands in for."""
+
+import csv
+import json
+import math
+
+import pytest
+
+from t2t_repro.metrics import bleu
+
+WMT17_SYSTEMS = 16
+
+
+def read_lines(path):
+    with open(path, encoding="utf-8", newline="\n") as file:
+        return [line.rstrip("\n") for line in file]
+
+
+@pytest.fixture(scope="module")
+def wmt17(shared_data_dir):
+    return shared_data_dir / "bleu_fixtures" / "wmt17_en_de"
+
+
+@pytest.fixture(scope="module")
+def wmt17_reference(wmt17):
+    return read_lines(wmt17 / "newstest2017-ende-ref.de")
+
+
+def test_sacre_bleu_reproduces_published_wmt17_en_de_scores(wmt17, wmt17_reference):
+    with open(wmt17 / "expected_scores.tsv", encoding="utf-8", newline="") as file:
+        rows = list(csv.DictReader(file, delimiter="\t"))
+    assert len(rows) == WMT17_SYSTEMS
+    for row in rows:
+        score = bleu.sacre_bleu(read_lines(wmt17 / row["system_file"]), wmt17_reference)
+        system = row["system_file"]
+        assert score.score == pytest.approx(float(row["sacrebleu_2.6.0_bleu"]), abs=0.01), system
+        published = float(row["mteval_v13a_bleu_published"])
+        assert score.score == pytest.approx(published, abs=0.01), system
+        assert score.counts == [int(n) for n in row["matched_ngrams_1-4"].split(",")], system
+        assert score.totals == [int(n) for n in row["total_ngrams_1-4"].split(",")], system
+        assert (score.sys_len, score.ref_len) == (int(row["hyp_len"]), int(row["ref_len"])), system
+    assert {row["signature"] for row in rows} == {bleu.sacre_bleu_signature()}
+
+
+def test_compound_split_bleu_equals_the_perl_pipeline_on_wmt17(wmt17, wmt17_reference):
+    # From running get_ende_bleu.sh's steps in Perl when this test was written: tokenizer.perl -l de
+    # as of 2017 (before mosesdecoder PR #204), the `s{(\S)-(\S)}{...}g` split, multi-bleu.perl:
+    # "BLEU = 28.46, 59.9/34.1/21.9/14.6 (BP=1.000, ratio=1.038, hyp_len=64495, ref_len=62141)".
+    # Their tokens equalled ours on every line of all 17 files. (Today's tokenizer.perl splits
+    # final periods after numbers and gives 28.47, hyp_len=64499, ref_len=62148.)
+    hypotheses = read_lines(wmt17 / "newstest2017.uedin-nmt.4722.en-de")
+    score = bleu.compound_split_bleu(hypotheses, wmt17_reference)
+    assert round(score.score, 2) == 28.46
+    assert (score.sys_len, score.ref_len) == (64495, 62141)
+    # Same output, other measure: sacreBLEU gives 28.30.
+    assert round(bleu.sacre_bleu(hypotheses, wmt17_reference).score, 2) == 28.30
+
+
+def test_sacrebleu_unit_cases_that_fit(shared_data_dir):
+    # Of sacreBLEU's own test cases these fit our two measures (one reference per sentence,
+    # default options; multi-bleu.perl's no smoothing is floor 0.0). The others need several
+    # references, floor or effective-order smoothing, another n-gram order, or raw statistics.
+    path = shared_data_dir / "bleu_fixtures" / "sacrebleu_unit_cases"
+    cases = json.loads((path / "sacrebleu_test_bleu_cases.json").read_text(encoding="utf-8"))
+    for case in cases["ngram_statistics"]:
+        [references] = case["refs"]
+        for score in (bleu.sacre_bleu(case["hyps"], references),
+                      bleu.compound_split_bleu(case["hyps"], references)):
+            assert score.counts == case["matches_1to4"]
+            assert score.totals == case["totals_1to4"]
+        assert bleu.compound_split_bleu(case["hyps"], references).score == pytest.approx(
+            100 * case["raw_corpus_bleu_floor_0.0_fraction"])
+    # No shared word, or identical text: 0 and 100 whatever the smoothing.
+    for case in cases["raw_corpus_bleu_floor_0.01"]:
+        if case["expected_fraction"] in (0.0, 1.0) and "note" not in case:
+            [references] = case["refs"]
+            score = bleu.compound_split_bleu(case["hyps"], references)
+            assert score.score == pytest.approx(100 * case["expected_fraction"])
+
+
+def test_compound_split_bleu_matches_a_hand_worked_case():
+    hypothesis = 'Das Wort-Spiel ist "gut".'
+    reference = 'Das Wort-Spiel ist wirklich "gut".'
+    # After Moses (quotes escaped and split off, final period split) and the compound split:
+    #   hyp: Das Wort ##AT##-##AT## Spiel ist &quot; gut &quot; .           9 tokens
+    #   ref: Das Wort ##AT##-##AT## Spiel ist wirklich &quot; gut &quot; .  10 tokens
+    # 1-grams: all 9 in the reference (&quot; twice in both)                  9/9
+    # 2-grams: all but "ist &quot;"                                            7/8
+    # 3-grams: all but "Spiel ist &quot;", "ist &quot; gut"                   5/7
+    # 4-grams: "Das Wort ##AT##-##AT## Spiel", "Wort ##AT##-##AT## Spiel ist",
+    #          "&quot; gut &quot; ." match; the three through "ist &quot;" do not   3/6
+    # BP = exp(1 - 10/9), as the hypothesis is shorter.
+    expected = 100 * math.exp(1 - 10 / 9) * (9 / 9 * 7 / 8 * 5 / 7 * 3 / 6) ** (1 / 4)
+    score = bleu.compound_split_bleu([hypothesis], [reference])
+    assert score.counts == [9, 7, 5, 3]
+    assert score.totals == [9, 8, 7, 6]
+    assert (score.sys_len, score.ref_len) == (9, 10)
+    assert score.score == pytest.approx(expected)  # 66.90
+
+
+def test_compound_split_bleu_is_case_sensitive_and_unsmoothed():
+    # "Das" is not "das", so the one 4-gram misses; with no smoothing (multi-bleu.perl) that makes
+    # BLEU 0, where sacreBLEU's exp smoothing would give 3/4 of the 1- to 3-grams some credit.
+    score = bleu.compound_split_bleu(["Das ist ein Test"], ["das ist ein Test"])
+    assert score.counts == [3, 2, 1, 0]
+    assert score.score == 0.0
+    identical = bleu.compound_split_bleu(["Das ist ein Test"], ["Das ist ein Test"])
+    assert identical.score == pytest.approx(100)
+
+
+@pytest.mark.parametrize("tokenized, split", [
+    ("Wort-Spiel", "Wort ##AT##-##AT## Spiel"),
+    ("E-Mail-Adresse", "E ##AT##-##AT## Mail ##AT##-##AT## Adresse"),
+    # Perl's /g resumes after a match, so the "b" taken by "a-b" cannot start "b-c".
+    ("a-b-c", "a ##AT##-##AT## b-c"),
+    ("a--b", "a ##AT##-##AT## -b"),
+    ("40-jährigen", "40 ##AT##-##AT## jährigen"),
+    ("x - y", "x - y"),
+    ("-Start und Ende-", "-Start und Ende-"),
+    # The Perl reads bytes: a no-break space is not whitespace to it.
+    ("c\u00a0-d", "c\u00a0 ##AT##-##AT## d"),
+])
+def test_split_compounds_as_the_perl_one_liner(tokenized, split):
+    assert bleu.split_compounds(tokenized) == split
+
+
+@pytest.mark.parametrize("text, tokenized", [
+    ('Er sagte: "Ja, gut".', "Er sagte : &quot; Ja , gut &quot; ."),
+    ("Peter's & <b> [x] a|b", "Peter &apos; s &amp; &lt; b &gt; &#91; x &#93; a &#124; b"),
+    ("1,5 Mio. Euro, am 3. Mai", "1,5 Mio. Euro , am 3. Mai"),
+    ("Wort-Spiel", "Wort-Spiel"),  # no -a: hyphens are left to the compound split
+    ("wie ein iPhone 5.", "wie ein iPhone 5."),  # 2017 tokenizer.perl, before PR #204
+])
+def test_moses_tokenize_as_tokenizer_perl(text, tokenized):
+    assert bleu.moses_tokenize(text, "de") == tokenized
+
+
+def test_bleu_report_labels_both_measures():
+    hypotheses, references = ['Das Wort-Spiel ist "gut".'], ['Das Wort-Spiel ist wirklich "gut".']
+    sacre_line, tokenized_line = bleu.bleu_report(hypotheses, references)
+    assert sacre_line.startswith("sacreBLEU")
+    assert bleu.sacre_bleu_signature() in sacre_line
+    assert f"= {bleu.sacre_bleu(hypotheses, references).score:.2f} " in sacre_line
+    assert "tokenized" in tokenized_line and "compound split" in tokenized_line
+    assert "not comparable to sacreBLEU" in tokenized_line
+    assert "= 66.90 " in tokenized_line
+
+
+@pytest.mark.parametrize("function", [bleu.sacre_bleu, bleu.compound_split_bleu, bleu.bleu_report])
+def test_line_count_mismatch_is_an_error(function):
+    with pytest.raises(ValueError, match="2 hypotheses but 1 references"):
+        function(["a", "b"], ["a"])
+    with pytest.raises(ValueError, match="nothing to score"):
+        function([], [])
+
+
+def test_empty_hypotheses_are_scored_not_dropped():
+    score = bleu.sacre_bleu(["", "the cat sat on the mat"], ["a dog", "the cat sat on the mat"])
+    assert (score.sys_len, score.ref_len) == (6, 8)

@@ -1,0 +1,139 @@
+"""`python -m t2t_repro.avg_checkpoints` on a tiny trainer run, as a user runs it."""
+
+import hashlib
+import os
+
+import h5py
+import keras
+import numpy as np
+import pytest
+
+from conftest import run_module
+from t2t_repro import hparams as hparams_lib
+from t2t_repro import registry
+from t2t_repro.training.checkpoints import CheckpointManager
+from t2t_repro.training.loop import build_model, compile_for_training
+
+TINY_RUN = [
+    "--problem=algorithmic_reverse",
+    "--hparams_set=transformer_tiny",
+    "--hparams=batch_size=128,max_length=24,hidden_size=32,filter_size=64,num_hidden_layers=1",
+    "--eval_steps=1",
+    "--log_every=100",
+]
+CHECKPOINT_NAMES = ["ckpt-2.weights.h5", "ckpt-4.weights.h5", "ckpt-6.weights.h5"]
+
+
+@pytest.fixture(scope="module")
+def trained_run(tmp_path_factory):
+    """A 6-step run checkpointed every 2 steps: ckpt-2, ckpt-4, ckpt-6."""
+    output_dir = tmp_path_factory.mktemp("avg") / "run"
+    result = run_module("t2t_repro.trainer", *TINY_RUN, f"--output_dir={output_dir}",
+                        "--train_steps=6", "--save_checkpoints_steps=2", "--schedule=train")
+    assert result.returncode == 0, result.stderr
+    assert sorted(name for name in os.listdir(output_dir) if name.endswith(".h5")) == \
+        CHECKPOINT_NAMES
+    return output_dir
+
+
+def model_restored_from(output_dir):
+    """The run's model built from `output_dir`'s hparams.json and restored from its latest
+    checkpoint, as a decoder given `--output_dir` would build it."""
+    registry.import_all()
+    hparams = hparams_lib.load(str(output_dir))
+    problem = registry.problems["algorithmic_reverse"]()
+    model = compile_for_training(build_model("transformer", hparams, problem), hparams)
+    assert CheckpointManager(str(output_dir), model).restore() == 6
+    return model
+
+
+def average(*args):
+    return run_module("t2t_repro.avg_checkpoints", *args)
+
+
+def digests(directory):
+    """{name: sha256} of the files directly in `directory`."""
+    return {
+        name: hashlib.sha256((directory / name).read_bytes()).hexdigest()
+        for name in os.listdir(directory) if (directory / name).is_file()
+    }
+
+
+def h5_values(path):
+    """{name: value} of every dataset in the h5 file."""
+    values = {}
+
+    def collect(name, obj):
+        if isinstance(obj, h5py.Dataset):
+            values[name] = obj[()]
+
+    with h5py.File(path, "r") as f:
+        f.visititems(collect)
+    return values
+
+
+def test_averages_what_there_is_into_a_loadable_output_dir(trained_run):
+    """--n=5 with 3 checkpoints averages all 3 and says so; `<run>/averaged` holds the average
+    named after the newest step and the run's config, the run's own files are unchanged, and the
+    averaged dir is an output_dir a model restores from."""
+    before = digests(trained_run)
+    result = average(f"--output_dir={trained_run}", "--n=5")
+    assert result.returncode == 0, result.stderr
+    assert "Only 3 checkpoint(s)" in result.stdout
+    assert "steps 2, 4, 6" in result.stdout
+
+    avg_dir = trained_run / "averaged"
+    assert sorted(os.listdir(avg_dir)) == ["ckpt-6.weights.h5", "flags.txt", "hparams.json"]
+    assert digests(trained_run) == before
+    assert (avg_dir / "hparams.json").read_text() == (trained_run / "hparams.json").read_text()
+    run_flags = (trained_run / "flags.txt").read_text().splitlines()
+    expected_flags = [f"--output_dir={avg_dir}" if line.startswith("--output_dir=") else line
+                      for line in run_flags]
+    assert (avg_dir / "flags.txt").read_text().splitlines() == expected_flags
+
+    averaged = h5_values(avg_dir / "ckpt-6.weights.h5")
+    assert averaged.keys() == h5_values(trained_run / CHECKPOINT_NAMES[-1]).keys()
+    assert averaged["optimizer/vars/0"] == 6  # Adam's step counter, the newest's
+
+    model = model_restored_from(avg_dir)
+    assert int(keras.ops.convert_to_numpy(model.optimizer.iterations)) == 6
+    restored = model.get_weights()
+    per_checkpoint = []
+    for name in CHECKPOINT_NAMES:
+        model.load_weights(trained_run / name)
+        per_checkpoint.append(model.get_weights())
+    for got, *values in zip(restored, *per_checkpoint):
+        np.testing.assert_allclose(got, np.mean(values, axis=0), rtol=1e-6, atol=1e-7)
+
+
+def test_averages_only_the_last_n_into_avg_dir(trained_run, tmp_path):
+    """--n=2 averages steps 4 and 6 only, into the --avg_dir given."""
+    avg_dir = tmp_path / "big_avg"
+    result = average(f"--output_dir={trained_run}", "--n=2", f"--avg_dir={avg_dir}")
+    assert result.returncode == 0, result.stderr
+    assert "steps 4, 6," in result.stdout and "Only" not in result.stdout
+    last_two = [h5_values(trained_run / name) for name in CHECKPOINT_NAMES[1:]]
+    averaged = h5_values(avg_dir / "ckpt-6.weights.h5")
+    weight = "input_embedding/vars/0"
+    np.testing.assert_allclose(averaged[weight], (last_two[0][weight] + last_two[1][weight]) / 2,
+                               rtol=1e-6)
+
+
+@pytest.mark.parametrize("make_dir, message", [(True, "No checkpoints"), (False, "does not exist")])
+def test_no_checkpoints_is_an_error_naming_the_directory(tmp_path, make_dir, message):
+    """An empty or missing --output_dir fails, naming it, and writes nothing."""
+    output_dir = tmp_path / "empty_run"
+    if make_dir:
+        output_dir.mkdir()
+    result = average(f"--output_dir={output_dir}")
+    assert result.returncode != 0
+    assert message in result.stderr and str(output_dir) in result.stderr
+    assert not (output_dir / "averaged").exists()
+
+
+def test_avg_dir_may_not_be_the_run_itself(trained_run):
+    """The average would replace the newest checkpoint there; refused, nothing changes."""
+    before = digests(trained_run)
+    result = average(f"--output_dir={trained_run}", f"--avg_dir={trained_run}")
+    assert result.returncode != 0 and "--avg_dir must differ" in result.stderr
+    assert digests(trained_run) == before

@@ -1,0 +1,136 @@
+"""`python -m t2t_repro.decoder` on a briefly trained Multi30k model, as a user runs it: a file
+with a reference, stdin, an averaged checkpoint, and the errors that must lose nothing."""
+
+import re
+
+import pytest
+import sacrebleu
+
+from conftest import run_module
+
+SOURCES = 8
+# Beam 2, short outputs. After 30 steps beam search finds the empty output most likely (EOS
+# first); after 100 the fixture's model writes varied German, and 50 differs from 100.
+DECODE_HPARAMS = "--decode_hparams=beam_size=2,alpha=0.6,extra_length=5"
+
+
+@pytest.fixture(scope="module")
+def trained_run(ende_data_dir, tmp_path_factory):
+    """transformer_tiny trained 100 steps on translate_ende (Multi30k), checkpoints at 50, 100."""
+    output_dir = tmp_path_factory.mktemp("decoder") / "run"
+    result = run_module(
+        "t2t_repro.trainer", "--problem=translate_ende", "--hparams_set=transformer_tiny",
+        "--hparams=batch_size=1024,max_length=64", f"--data_dir={ende_data_dir}",
+        f"--output_dir={output_dir}", "--train_steps=100", "--save_checkpoints_steps=50",
+        "--schedule=train", "--random_seed=1",
+    )
+    assert result.returncode == 0, result.stderr
+    return output_dir
+
+
+@pytest.fixture(scope="module")
+def test_files(shared_data_dir, tmp_path_factory):
+    """The first SOURCES lines of Multi30k's test_2016_flickr, English and German."""
+    directory = tmp_path_factory.mktemp("flickr")
+    paths = {}
+    for language in ("en", "de"):
+        lines = (shared_data_dir / "multi30k_ende" / f"test_2016_flickr.{language}").read_text(
+            encoding="utf-8").splitlines()[:SOURCES]
+        paths[language] = directory / f"test.{language}"
+        paths[language].write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    return paths
+
+
+def run_decoder(ende_data_dir, output_dir, *args, **kwargs):
+    return run_module("t2t_repro.decoder", "--problem=translate_ende",
+                      f"--data_dir={ende_data_dir}", f"--output_dir={output_dir}",
+                      DECODE_HPARAMS, *args, **kwargs)
+
+
+def test_decodes_a_file_and_scores_it_as_the_bleu_command_does(ende_data_dir, trained_run,
+                                                                test_files, tmp_path):
+    output = tmp_path / "out.de"
+    result = run_decoder(ende_data_dir, trained_run, f"--decode_from_file={test_files['en']}",
+                         f"--decode_to_file={output}", f"--decode_reference={test_files['de']}")
+    assert result.returncode == 0, result.stderr
+    assert f"decoded {SOURCES}/{SOURCES} sentences" in result.stderr
+    assert "ckpt-100.weights.h5" in result.stderr and "beam_size=2" in result.stderr
+    decodes = output.read_text(encoding="utf-8").splitlines()
+    assert len(decodes) == SOURCES and all(decodes)
+
+    # The BLEU it prints is sacreBLEU's on the written file, and `t2t_repro.bleu`'s report.
+    references = test_files["de"].read_text(encoding="utf-8").splitlines()
+    expected = sacrebleu.corpus_bleu(decodes, [references]).score
+    printed = float(re.search(r"sacreBLEU .*? = ([\d.]+)", result.stdout).group(1))
+    assert printed == pytest.approx(expected, abs=0.005)
+    bleu = run_module("t2t_repro.bleu", f"--translation={output}",
+                      f"--reference={test_files['de']}")
+    assert bleu.returncode == 0, bleu.stderr
+    assert bleu.stdout.strip() == result.stdout.strip()
+
+
+def test_stdin_lines_are_decoded_like_the_file(ende_data_dir, trained_run, test_files, tmp_path):
+    from_file = run_decoder(ende_data_dir, trained_run, f"--decode_from_file={test_files['en']}")
+    assert from_file.returncode == 0, from_file.stderr
+    typed = run_decoder(ende_data_dir, trained_run,
+                        input=test_files["en"].read_text(encoding="utf-8"))
+    assert typed.returncode == 0, typed.stderr
+    assert typed.stdout.splitlines() == from_file.stdout.splitlines()[:SOURCES]
+    assert len(typed.stdout.splitlines()) == SOURCES
+
+
+def test_decodes_with_the_averaged_checkpoint(ende_data_dir, trained_run, test_files, tmp_path):
+    average = run_module("t2t_repro.avg_checkpoints", f"--output_dir={trained_run}", "--n=2",
+                         f"--avg_dir={tmp_path / 'avg'}")
+    assert average.returncode == 0, average.stderr
+    latest = run_decoder(ende_data_dir, trained_run, f"--decode_from_file={test_files['en']}")
+    averaged = run_decoder(ende_data_dir, tmp_path / "avg",
+                           f"--decode_from_file={test_files['en']}")
+    by_path = run_decoder(ende_data_dir, trained_run, f"--checkpoint_path={tmp_path / 'avg'}",
+                          f"--decode_from_file={test_files['en']}")
+    for result in (latest, averaged, by_path):
+        assert result.returncode == 0, result.stderr
+    assert str(tmp_path / "avg" / "ckpt-100.weights.h5") in averaged.stderr
+    assert by_path.stdout == averaged.stdout
+    # Averaging steps 50 and 100 changes the weights, and so the translations.
+    assert averaged.stdout != latest.stdout
+
+
+def test_a_misaligned_reference_is_refused_before_decoding(ende_data_dir, trained_run,
+                                                           test_files, tmp_path):
+    short = tmp_path / "short.de"
+    short.write_text("ein Satz\n", encoding="utf-8")
+    output = tmp_path / "out.de"
+    output.write_text("saved earlier\n", encoding="utf-8")
+    result = run_decoder(ende_data_dir, trained_run, f"--decode_from_file={test_files['en']}",
+                         f"--decode_to_file={output}", f"--decode_reference={short}")
+    assert result.returncode != 0
+    assert f"has 1 lines but --decode_from_file has {SOURCES}" in result.stderr
+    assert output.read_text(encoding="utf-8") == "saved earlier\n"
+
+
+def test_no_checkpoint_is_a_clear_error(ende_data_dir, trained_run, test_files, tmp_path):
+    result = run_decoder(ende_data_dir, trained_run, f"--checkpoint_path={tmp_path}",
+                         f"--decode_from_file={test_files['en']}")
+    assert result.returncode != 0
+    assert f"no checkpoint (ckpt-<step>.weights.h5) in {tmp_path}" in result.stderr
+
+
+def test_bad_decode_hparams_name_the_setting(ende_data_dir, trained_run, test_files):
+    result = run_module("t2t_repro.decoder", "--problem=translate_ende",
+                        f"--data_dir={ende_data_dir}", f"--output_dir={trained_run}",
+                        "--decode_hparams=beam=4", f"--decode_from_file={test_files['en']}")
+    assert result.returncode != 0
+    assert "beam" in result.stderr and "beam_size" in result.stderr
+
+
+def test_return_beams_writes_every_hypothesis_with_its_score(ende_data_dir, trained_run,
+                                                             test_files):
+    best = run_decoder(ende_data_dir, trained_run, f"--decode_from_file={test_files['en']}")
+    beams = run_decoder(ende_data_dir, trained_run, f"--decode_from_file={test_files['en']}",
+                        "--decode_hparams=beam_size=2,alpha=0.6,extra_length=5,return_beams=true")
+    assert beams.returncode == 0, beams.stderr
+    for best_line, line in zip(best.stdout.splitlines(), beams.stdout.splitlines(), strict=True):
+        first, first_score, second, second_score = line.split("\t")
+        assert first == best_line
+        assert float(first_score) >= float(second_score)
