@@ -1,6 +1,7 @@
 """Beam search with a Transformer: the cached incremental decoder, or for comparison the
 uncached one that recomputes the whole prefix at every step."""
 
+import keras
 import numpy as np
 from keras import ops
 
@@ -62,17 +63,22 @@ class TransformerBeamSearch:
         inputs = np.pad(inputs, ((0, 0), (0, padded_length(inputs.shape[1])
                                           - inputs.shape[1])))
         memory, memory_mask = self.model.encode(ops.convert_to_tensor(inputs), training=False)
-        memory = ops.repeat(memory, self.beam_size, axis=0)
-        memory_mask = ops.repeat(memory_mask, self.beam_size, axis=0)
         sequence_length = padded_length(int(np.max(max_lengths)))
         if self.use_cache:
             state = self.model.empty_self_attention_cache(
                 len(inputs) * self.beam_size, sequence_length, memory.dtype
             )
+            # Projected once per sentence, then shared by its beams.
             constants = (self.model.memory_key_values(memory), memory_mask)
         else:
             state, constants = (), (memory, memory_mask)
-        return self.search(state, constants, max_lengths, sequence_length)
+        return self.search(state, self._per_beam(constants), max_lengths, sequence_length)
+
+    def _per_beam(self, tensors):
+        """Each sentence's rows repeated beam_size times, as the search's rows are laid out."""
+        return keras.tree.map_structure(
+            lambda tensor: ops.repeat(tensor, self.beam_size, axis=0), tensors
+        )
 
     def _cached_step(self, sequences, position, cache, constants):
         memory_key_values, memory_mask = constants
