@@ -275,9 +275,17 @@ def _write_json_atomically(value, path):
 
 
 def register_reversed(registry, problem_class):
-    """Registers `<name>_rev`: `problem_class` with inputs and targets swapped (t2t's convention)."""
-    reversed_class = type(problem_class.__name__ + "Rev", (problem_class,), {
+    """Registers `<name>_rev`: `problem_class` with inputs and targets swapped (t2t's convention).
+
+    Its `input_language` and `target_language`, where the class has them, are swapped too, so
+    that what depends on the target language (BLEU's tokenizer) sees the reversed direction; its
+    data stays the forward problem's, swapped on reading.
+    """
+    attributes = {
         "reverse": True,
         "__doc__": f"{problem_class.__doc__.splitlines()[0]} Reversed: targets -> inputs.",
-    })
-    return registry.register(reversed_class)
+    }
+    if hasattr(problem_class, "input_language"):
+        attributes["input_language"] = problem_class.target_language
+        attributes["target_language"] = problem_class.input_language
+    return registry.register(type(problem_class.__name__ + "Rev", (problem_class,), attributes))

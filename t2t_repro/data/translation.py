@@ -20,7 +20,7 @@ from t2t_repro.data.raw_text import (
     RawDataError,
 )
 from t2t_repro.data.text_problem import PairSources, TextPairProblem
-from t2t_repro.metrics.bleu import bleu_report, compound_split_bleu, sacre_bleu
+from t2t_repro.metrics.bleu import bleu_report, sacre_bleu, tokenized_bleu, tokenized_bleu_name
 
 
 # tensorflow-datasets' wmt14_translate splits: validation is newstest2013 (for these pairs).
@@ -136,14 +136,23 @@ class TranslateProblem(TextPairProblem):
         if not download or self.tfds_name is None:
             raise MissingRawDataError(self.missing_raw_data_message(mode, tmp_dir))
         return PairSources([TfdsPairs(self._downloaded_builder(mode, tmp_dir),
-                                      self.tfds_splits[mode], self.input_language,
-                                      self.target_language)])
+                                      self.tfds_splits[mode], *self.data_languages)])
+
+    @property
+    def data_languages(self):
+        """(input, target) languages of the generated data: a `_rev` problem's languages are
+        swapped, its data (shared with the forward problem) is not."""
+        if self.reverse:
+            return self.target_language, self.input_language
+        return self.input_language, self.target_language
 
     def decode_metrics(self, inputs, outputs, targets):
-        """Real BLEU (sacreBLEU, detokenized) and the paper's tokenized compound-split BLEU."""
+        """Real BLEU (sacreBLEU, detokenized) and the tokenized BLEU of the target language: the
+        paper's compound-split one for German (`bleu_tokenized_compound_split`), without the
+        German split for other languages (`bleu_tokenized`)."""
         return {
             "bleu": sacre_bleu(outputs, targets).score,
-            "bleu_tokenized_compound_split": compound_split_bleu(
+            tokenized_bleu_name(self.target_language): tokenized_bleu(
                 outputs, targets, self.target_language
             ).score,
         }

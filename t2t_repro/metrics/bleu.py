@@ -1,23 +1,38 @@
-"""BLEU two ways: sacreBLEU on detokenized text, and the paper's tokenized, compound-split BLEU.
+"""BLEU two ways: sacreBLEU on detokenized text, and the paper's tokenized BLEU.
 
 sacreBLEU (Post 2018) tokenizes the text itself and names its settings in a signature, so its
 figures compare across papers. The paper's 28.4 (en-de) was computed as tensor2tensor's
-`get_ende_bleu.sh` does: Moses `tokenizer.perl` on both sides, hyphenated compounds split into
-`##AT##-##AT##` tokens, then `multi-bleu.perl`. That figure usually runs higher than sacreBLEU's
-on the same output and is comparable only with figures computed the same way.
+`get_ende_bleu.sh` did in 2017: Moses `tokenizer.perl -l de` on both sides, hyphenated compounds
+split into `##AT##-##AT##` tokens, then `multi-bleu.perl`. That figure usually runs higher than
+sacreBLEU's on the same output and is comparable only with figures computed the same way.
+
+The compound split is a German convention (get_ende_bleu.sh is for German targets). For other
+target languages the tokenized BLEU here is `tokenizer.perl -l <language>` and multi-bleu.perl
+without the split, reported as `bleu_tokenized` rather than `bleu_tokenized_compound_split`.
 """
 
-import functools
+import collections
+import math
 import re
 
 import sacrebleu
-from sacremoses import MosesTokenizer
+from sacrebleu.metrics.bleu import BLEUScore
 
-# get_ende_bleu.sh's `perl -ple 's{(\S)-(\S)}{$1 ##AT##-##AT## $2}g'`. Perl reads bytes there, so
-# \S is anything but ASCII whitespace (re.ASCII). Like Perl's /g, re.sub resumes after each match,
-# so a one-character part between hyphens is used up: `a-b-c` -> `a ##AT##-##AT## b-c`.
-_COMPOUND_HYPHEN = re.compile(r"(\S)-(\S)", re.ASCII)
-_COMPOUND_SPLIT = r"\1 ##AT##-##AT## \2"
+from t2t_repro.metrics.moses_tokenizer import moses_tokenize
+
+__all__ = ["bleu_report", "compound_split_bleu", "moses_tokenize", "multi_bleu",
+           "multi_bleu_line", "sacre_bleu", "sacre_bleu_signature", "split_compounds",
+           "tokenized_bleu", "tokenized_bleu_name"]
+
+# get_ende_bleu.sh's `perl -ple 's{(\S)-(\S)}{$1 ##AT##-##AT## $2}g'` runs over bytes: \S is any
+# byte but ASCII whitespace, so one byte of a UTF-8 letter is enough on either side. Like Perl's
+# /g, re.sub resumes after each match: the `b` taken by `a-b` cannot start `b-c` in `a-b-c`, but
+# in `ä-ö-ü` the match ends inside `ö` and its second byte starts the next one.
+_COMPOUND_HYPHEN = re.compile(rb"(\S)-(\S)")
+_COMPOUND_SPLIT = rb"\1 ##AT##-##AT## \2"
+# multi-bleu.perl reads bytes and splits on ASCII whitespace only (a no-break space is a token).
+_PERL_BYTE_SPACES = re.compile(r"[ \t\n\x0b\f\r]+")
+_MAX_ORDER = 4
 
 
 def _check_lines(hypotheses, references):
@@ -42,49 +57,99 @@ def sacre_bleu_signature():
     return str(sacrebleu.BLEU(references=[[""]]).get_signature())
 
 
-@functools.lru_cache(maxsize=None)
-def _moses_tokenizer(language):
-    return MosesTokenizer(lang=language)
-
-
-def moses_tokenize(line, language="de"):
-    """`line` as `tokenizer.perl -l <language>` writes it with its defaults: punctuation split off,
-    hyphens kept (no -a), XML characters escaped (`"` -> `&quot;`, `'` -> `&apos;`).
-
-    This is tokenizer.perl as the paper's tooling ran it, in 2017: mosesdecoder PR #204 (Nov 2018)
-    later split a sentence-final period off a nonbreaking prefix (`iPhone 5.` -> `iPhone 5 .`);
-    sacremoses keeps the earlier behaviour.
-    """
-    return _moses_tokenizer(language).tokenize(line, return_str=True, escape=True)
-
-
 def split_compounds(tokenized_line):
     """Splits hyphenated compounds as get_ende_bleu.sh does (`Wort-Spiel` ->
     `Wort ##AT##-##AT## Spiel`), so a compound earns credit for its parts."""
-    return _COMPOUND_HYPHEN.sub(_COMPOUND_SPLIT, tokenized_line)
+    split = _COMPOUND_HYPHEN.sub(_COMPOUND_SPLIT, tokenized_line.encode("utf-8"))
+    # The split goes in at a hyphen, an ASCII byte, so it never cuts a UTF-8 character.
+    return split.decode("utf-8")
 
 
-def compound_split_bleu(hypotheses, references, language="de"):
-    """The paper's tokenized BLEU: both sides Moses-tokenized and compound-split, then scored as
-    multi-bleu.perl scores (whitespace tokens, case-sensitive, no smoothing). Not comparable to
-    sacreBLEU."""
+def _perl_words(line):
+    return [word for word in _PERL_BYTE_SPACES.split(line) if word]
+
+
+def _ngrams(words, order):
+    return collections.Counter(tuple(words[i:i + order]) for i in range(len(words) - order + 1))
+
+
+def multi_bleu(tokenized_hypotheses, tokenized_references):
+    """multi-bleu.perl's corpus BLEU of tokenized lines, one reference each: case-sensitive
+    tokens split on ASCII whitespace, clipped n-gram matches up to 4-grams, no smoothing (an order
+    without matches makes BLEU 0), brevity penalty from the summed reference lengths.
+
+    Where multi-bleu.perl stops (no hypothesis tokens at all: a division by zero) this scores 0.
+    """
+    _check_lines(tokenized_hypotheses, tokenized_references)
+    correct, total = [0] * _MAX_ORDER, [0] * _MAX_ORDER
+    sys_len = ref_len = 0
+    for hypothesis, reference in zip(tokenized_hypotheses, tokenized_references):
+        hypothesis_words, reference_words = _perl_words(hypothesis), _perl_words(reference)
+        sys_len += len(hypothesis_words)
+        ref_len += len(reference_words)
+        for n in range(1, _MAX_ORDER + 1):
+            hypothesis_ngrams = _ngrams(hypothesis_words, n)
+            reference_ngrams = _ngrams(reference_words, n)
+            total[n - 1] += sum(hypothesis_ngrams.values())
+            correct[n - 1] += sum((hypothesis_ngrams & reference_ngrams).values())
+    precisions = [c / t if t else 0.0 for c, t in zip(correct, total)]
+    if ref_len == 0 or sys_len == 0:
+        bp = 0.0
+    else:
+        bp = 1.0 if sys_len >= ref_len else math.exp(1 - ref_len / sys_len)
+    if all(precisions):
+        score = 100 * bp * math.exp(sum(math.log(p) for p in precisions) / _MAX_ORDER)
+    else:
+        score = 0.0
+    return BLEUScore(score, correct, total, [100 * p for p in precisions], bp, sys_len, ref_len)
+
+
+def multi_bleu_line(score):
+    """`score` as multi-bleu.perl prints it: `BLEU = 28.46, 59.9/34.1/21.9/14.6 (BP=1.000,
+    ratio=1.038, hyp_len=64495, ref_len=62141)`."""
+    if score.ref_len == 0:
+        return "BLEU = 0, 0/0/0/0 (BP=0, ratio=0, hyp_len=0, ref_len=0)"
+    precisions = "/".join(f"{p:.1f}" for p in score.precisions)
+    return (f"BLEU = {score.score:.2f}, {precisions} (BP={score.bp:.3f}, "
+            f"ratio={score.sys_len / score.ref_len:.3f}, hyp_len={score.sys_len}, "
+            f"ref_len={score.ref_len})")
+
+
+def _tokenized_bleu(hypotheses, references, language, split):
     _check_lines(hypotheses, references)
 
     def prepare(lines):
-        return [split_compounds(moses_tokenize(line, language)) for line in lines]
+        tokenized = (moses_tokenize(line, language) for line in lines)
+        return [split_compounds(line) if split else line for line in tokenized]
 
-    # multi-bleu.perl has no smoothing: an n-gram order without matches makes BLEU 0.
-    metric = sacrebleu.BLEU(tokenize="none", smooth_method="none", force=True)
-    return metric.corpus_score(prepare(hypotheses), [prepare(references)])
+    return multi_bleu(prepare(hypotheses), prepare(references))
+
+
+def compound_split_bleu(hypotheses, references, language="de"):
+    """get_ende_bleu.sh's BLEU, the paper's: both sides through `tokenizer.perl -l <language>`
+    and the compound split, then multi-bleu.perl. Not comparable to sacreBLEU."""
+    return _tokenized_bleu(hypotheses, references, language, split=True)
+
+
+def tokenized_bleu(hypotheses, references, language):
+    """The tokenized BLEU for a `language` target: `compound_split_bleu` for German, for other
+    languages the same without the German compound split."""
+    return _tokenized_bleu(hypotheses, references, language, split=language == "de")
+
+
+def tokenized_bleu_name(language):
+    """The metric name of `tokenized_bleu` for a `language` target."""
+    return "bleu_tokenized_compound_split" if language == "de" else "bleu_tokenized"
 
 
 def bleu_report(hypotheses, references, language="de"):
-    """Printable lines: sacreBLEU with its signature, then the paper's tokenized, compound-split
-    BLEU, labelled so that the two are not confused."""
+    """Printable lines: sacreBLEU with its signature, then the tokenized BLEU of a `language`
+    target as multi-bleu.perl prints it, labelled so that the two are not confused."""
     sacre = sacre_bleu(hypotheses, references)
-    tokenized = compound_split_bleu(hypotheses, references, language)
+    tokenized = tokenized_bleu(hypotheses, references, language)
+    steps = f"Moses tokenizer.perl -l {language}" + (" + compound split" if language == "de" else "")
     return [
         f"sacreBLEU (detokenized text): {sacre.format(signature=sacre_bleu_signature())}",
-        f"tokenized BLEU (Moses tokenizer.perl -l {language} + compound split, multi-bleu.perl; "
-        f"the paper's measure, not comparable to sacreBLEU): {tokenized.format()}",
+        f"tokenized BLEU ({steps}, multi-bleu.perl; the paper's measure, not comparable to "
+        f"sacreBLEU): {multi_bleu_line(tokenized)}",
     ]

@@ -4,12 +4,20 @@ against a hand-worked case and the Perl pipeline it stands in for."""
 import csv
 import json
 import math
+import os
+import pathlib
+import shutil
+import subprocess
 
 import pytest
 
 from t2t_repro.metrics import bleu
 
 WMT17_SYSTEMS = 16
+# Real outputs of get_ende_bleu.sh's Perl steps; commits and commands are recorded inside.
+PERL_OUTPUTS = json.loads((pathlib.Path(__file__).parent / "get_ende_bleu_perl_outputs.json")
+                          .read_text(encoding="utf-8"))
+COMPOUND_SPLIT_ONE_LINER = r"s{(\S)-(\S)}{$1 ##AT##-##AT## $2}g"
 
 
 def read_lines(path):
@@ -114,6 +122,8 @@ def test_compound_split_bleu_is_case_sensitive_and_unsmoothed():
     ("E-Mail-Adresse", "E ##AT##-##AT## Mail ##AT##-##AT## Adresse"),
     # Perl's /g resumes after a match, so the "b" taken by "a-b" cannot start "b-c".
     ("a-b-c", "a ##AT##-##AT## b-c"),
+    # ... but over bytes: the match ends inside the two-byte "ö", whose second byte starts the next.
+    ("ä-ö-ü", "ä ##AT##-##AT## ö ##AT##-##AT## ü"),
     ("a--b", "a ##AT##-##AT## -b"),
     ("40-jährigen", "40 ##AT##-##AT## jährigen"),
     ("x - y", "x - y"),
@@ -144,7 +154,16 @@ def test_bleu_report_labels_both_measures():
     assert f"= {bleu.sacre_bleu(hypotheses, references).score:.2f} " in sacre_line
     assert "tokenized" in tokenized_line and "compound split" in tokenized_line
     assert "not comparable to sacreBLEU" in tokenized_line
-    assert "= 66.90 " in tokenized_line
+    assert tokenized_line.endswith(
+        ": BLEU = 66.90, 100.0/87.5/71.4/50.0 (BP=0.895, ratio=0.900, hyp_len=9, ref_len=10)")
+
+
+def test_bleu_report_of_an_english_target_has_no_compound_split():
+    lines = ["a well-known case here"]
+    _, tokenized_line = bleu.bleu_report(lines, lines, "en")
+    assert "tokenizer.perl -l en," in tokenized_line and "compound split" not in tokenized_line
+    assert tokenized_line.endswith("BLEU = 100.00, 100.0/100.0/100.0/100.0 (BP=1.000, "
+                                   "ratio=1.000, hyp_len=4, ref_len=4)")
 
 
 @pytest.mark.parametrize("function", [bleu.sacre_bleu, bleu.compound_split_bleu, bleu.bleu_report])
@@ -158,3 +177,89 @@ def test_line_count_mismatch_is_an_error(function):
 def test_empty_hypotheses_are_scored_not_dropped():
     score = bleu.sacre_bleu(["", "the cat sat on the mat"], ["a dog", "the cat sat on the mat"])
     assert (score.sys_len, score.ref_len) == (6, 8)
+
+
+@pytest.mark.parametrize("language", ["de", "en"])
+def test_moses_tokenize_reproduces_recorded_tokenizer_perl(language):
+    # Hard cases: hyphen chains, quotes, brackets, URLs, Unicode spaces, control characters, a
+    # line of only a no-break space (echoed by the Perl), final `.'` (a trailing space).
+    for case in PERL_OUTPUTS["tokenizer"][language]:
+        assert bleu.moses_tokenize(case["input"], language) == case["output"], case["input"]
+
+
+def test_split_compounds_reproduces_the_recorded_perl_one_liner():
+    for case in PERL_OUTPUTS["compound_split"]:
+        assert bleu.split_compounds(case["input"]) == case["output"], case["input"]
+
+
+def test_multi_bleu_reproduces_recorded_multi_bleu_perl():
+    # Includes a no-break space inside a token: multi-bleu.perl splits on ASCII whitespace only.
+    for case in PERL_OUTPUTS["multi_bleu"]:
+        score = bleu.multi_bleu(case["hypotheses"], case["references"])
+        assert bleu.multi_bleu_line(score) == case["multi_bleu_perl"], case
+
+
+def test_tokenized_bleu_reproduces_get_ende_bleu_on_all_wmt17_systems(wmt17, wmt17_reference):
+    def prepare(lines):
+        return [bleu.split_compounds(bleu.moses_tokenize(line, "de")) for line in lines]
+
+    reference = prepare(wmt17_reference)
+    recorded = PERL_OUTPUTS["wmt17_en_de_compound_split_multi_bleu"]
+    assert len(recorded) == WMT17_SYSTEMS
+    for system, perl_line in recorded.items():
+        score = bleu.multi_bleu(prepare(read_lines(wmt17 / system)), reference)
+        assert bleu.multi_bleu_line(score) == perl_line, system
+
+
+def test_tokenized_bleu_splits_compounds_for_german_targets_only():
+    # "well-known" against "well known": a split makes "well" and "known" unigram matches.
+    hypotheses, references = ["a well-known case here"], ["a well known case here"]
+    assert bleu.tokenized_bleu(hypotheses, references, "en").counts[0] == 3
+    assert bleu.tokenized_bleu(hypotheses, references, "de").counts[0] == 5
+    assert bleu.tokenized_bleu_name("de") == "bleu_tokenized_compound_split"
+    assert bleu.tokenized_bleu_name("en") == "bleu_tokenized"
+
+
+def _run_perl(arguments, lines):
+    completed = subprocess.run(["perl", *arguments], input="".join(f"{line}\n" for line in lines)
+                               .encode("utf-8"), capture_output=True, check=True)
+    return completed.stdout.decode("utf-8").split("\n")[:-1]
+
+
+@pytest.mark.skipif(shutil.which("perl") is None, reason="perl is not on PATH")
+def test_split_compounds_equals_live_perl(shared_data_dir):
+    lines = [case["input"] for case in PERL_OUTPUTS["compound_split"]]
+    lines += read_lines(shared_data_dir / "wmt14_ende" / "newstest2014.de")
+    assert [bleu.split_compounds(line) for line in lines] == _run_perl(
+        ["-ple", COMPOUND_SPLIT_ONE_LINER], lines)
+
+
+def _moses_scripts():
+    scripts = os.environ.get("MOSES_SCRIPTS")
+    if shutil.which("perl") is None or not scripts:
+        pytest.skip("needs perl and MOSES_SCRIPTS set to a mosesdecoder scripts/ folder (the "
+                    "recorded outputs are from commit 59119c0)")
+    return pathlib.Path(scripts)
+
+
+@pytest.mark.parametrize("language, path", [
+    ("de", "wmt14_ende/newstest2014.de"), ("en", "wmt14_ende/newstest2014.en")])
+def test_moses_tokenize_equals_live_tokenizer_perl(shared_data_dir, language, path):
+    scripts = _moses_scripts()
+    lines = [case["input"] for case in PERL_OUTPUTS["tokenizer"][language]]
+    lines += read_lines(shared_data_dir / path)
+    perl = _run_perl([str(scripts / "tokenizer" / "tokenizer.perl"), "-l", language, "-q"], lines)
+    assert [bleu.moses_tokenize(line, language) for line in lines] == perl
+
+
+def test_multi_bleu_equals_live_multi_bleu_perl(wmt17, wmt17_reference, tmp_path):
+    scripts = _moses_scripts()
+    hypotheses = [bleu.split_compounds(bleu.moses_tokenize(line, "de"))
+                  for line in read_lines(wmt17 / "newstest2017.uedin-nmt.4722.en-de")]
+    references = [bleu.split_compounds(bleu.moses_tokenize(line, "de"))
+                  for line in wmt17_reference]
+    reference_file = tmp_path / "reference"
+    reference_file.write_text("".join(f"{line}\n" for line in references), encoding="utf-8")
+    [perl_line] = _run_perl([str(scripts / "generic" / "multi-bleu.perl"), str(reference_file)],
+                            hypotheses)
+    assert bleu.multi_bleu_line(bleu.multi_bleu(hypotheses, references)) == perl_line

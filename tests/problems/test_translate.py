@@ -9,6 +9,7 @@ import collections
 import gzip
 import io
 import json
+import math
 import os
 import pathlib
 import tarfile
@@ -583,3 +584,50 @@ def test_a_failed_download_names_the_files_and_the_failure(tmp_path, fake_tfds):
     assert "ConnectionError" in message and "no route to statmt.org" in message
     assert isinstance(raised.value.__cause__, ConnectionError)
     assert not (data_dir / "translate_ende.datagen.json").exists()
+
+
+# --- reversed problems score in their own target language ---------------------------------------
+
+
+def test_reversed_problems_swap_their_languages():
+    for name, forward in (("translate_ende", ("en", "de")), ("translate_enfr", ("en", "fr"))):
+        problem = registry.problems[name]()
+        reverse = registry.problems[name + "_rev"]()
+        assert (problem.input_language, problem.target_language) == forward
+        assert (reverse.input_language, reverse.target_language) == forward[::-1]
+        # Data is generated and stored the forward way round, and swapped on reading.
+        assert problem.data_languages == reverse.data_languages == forward
+
+
+def test_reversed_ende_scores_english_targets_as_english():
+    hypotheses, references = ["It isn't a well-known case."], ["It isn't a well known case."]
+    # tokenizer.perl -l en keeps "'t" whole and no compound split is done:
+    #   hyp: It isn &apos;t a well-known case .      7 tokens
+    #   ref: It isn &apos;t a well known case .      8 tokens
+    # matches 6/7, 4/6 (not the two through "well-known"), 2/5, 1/4; BP = exp(1 - 8/7).
+    expected = 100 * math.exp(1 - 8 / 7) * (6 / 7 * 4 / 6 * 2 / 5 * 1 / 4) ** (1 / 4)
+    reverse = registry.problems["translate_ende_rev"]()
+    metrics = reverse.decode_metrics(None, hypotheses, references)
+    assert set(metrics) == {"bleu", "bleu_tokenized"}
+    assert metrics["bleu_tokenized"] == pytest.approx(expected)
+    tokenized_line = reverse.decode_report(None, hypotheses, references)[1]
+    assert "tokenizer.perl -l en," in tokenized_line
+    assert tokenized_line.endswith(
+        f"BLEU = {expected:.2f}, 85.7/66.7/40.0/25.0 (BP=0.867, ratio=0.875, hyp_len=7, ref_len=8)")
+    forward = TranslateEnde().decode_metrics(None, hypotheses, references)
+    assert set(forward) == {"bleu", "bleu_tokenized_compound_split"}
+
+
+def test_reversed_problem_generates_forward_data_and_reads_german_inputs(tmp_path, corpora,
+                                                                         fake_tfds):
+    validation = list(zip(corpora["newstest2013.en"][:SMALL_EVAL],
+                          corpora["newstest2013.de"][:SMALL_EVAL]))
+    train = list(zip(corpora["train.en"][:SMALL_TRAIN], corpora["train.de"][:SMALL_TRAIN]))
+    fake_tfds(FakeWmtBuilder({"train": train, "validation": validation}))
+    tmp_dir = tmp_path / "raw"
+    tmp_dir.mkdir()
+    reverse = registry.problems["translate_ende_rev"](str(tmp_path / "data"), SMALL_HPARAMS)
+    reverse.generate_data(str(tmp_dir), download=True)
+    assert (tmp_path / "data" / "translate_ende.datagen.json").exists()
+    assert decoded(reverse, "eval") == [(de, en) for en, de in validation]
+    assert decoded(TranslateEnde(str(tmp_path / "data")), "eval") == validation
