@@ -139,6 +139,55 @@ def test_learned_positions_add_one_table_per_stack():
     assert count - sinusoidal == 2 * hp.max_length * hp.hidden_size
 
 
+# Exact counts at the paper's nominal ~37,000-token shared vocabulary, worked out by hand.
+# Attention projections have no biases (tensor2tensor's convention, kept here), so one
+# attention sublayer is W^Q, W^K (d × h·d_k each), W^V (d × h·d_v) and W^O (h·d_v × d); the FFN
+# is W1 (d × d_ff) + b1 (d_ff) + W2 (d_ff × d) + b2 (d); a LayerNorm is gamma + beta (2·d).
+# An encoder layer has one attention and two LayerNorms, a decoder layer two attentions and
+# three; the post-norm stacks end with no extra norm, pre-norm adds one per stack.
+PAPER_VOCAB = 37_000
+EXACT_COUNTS = {
+    "transformer_base": (
+        37_000 * 512  # one shared embedding matrix: 18,944,000
+        # encoder layer: 4·512² + (512·2048 + 2048 + 2048·512 + 512) + 2·(2·512)
+        #              = 1,048,576 + 2,099,712 + 2,048 = 3,150,336
+        + 6 * (4 * 512 * 512 + (512 * 2048 + 2048 + 2048 * 512 + 512) + 2 * (2 * 512))
+        # decoder layer: 2·(4·512²) + 2,099,712 + 3·(2·512) = 4,199,936
+        + 6 * (2 * (4 * 512 * 512) + (512 * 2048 + 2048 + 2048 * 512 + 512) + 3 * (2 * 512)),
+        63_045_632,  # 18,944,000 + 18,902,016 + 25,199,616
+    ),
+    "transformer_base_prenorm": (
+        63_045_632 + 2 * (2 * 512),  # base plus a final LayerNorm after each stack
+        63_047_680,
+    ),
+    "transformer_table3_b_dk16": (
+        37_000 * 512
+        # attention with h·d_k = 8·16 = 128, h·d_v = 512: 2·512·128 + 2·512·512 = 655,360
+        + 6 * ((2 * 512 * 128 + 2 * 512 * 512) + 2_099_712 + 2 * (2 * 512))  # 2,757,120
+        + 6 * (2 * (2 * 512 * 128 + 2 * 512 * 512) + 2_099_712 + 3 * (2 * 512)),  # 3,413,504
+        55_967_744,  # 18,944,000 + 16,542,720 + 20,481,024
+    ),
+    "transformer_big": (
+        37_000 * 1024  # 37,888,000
+        # encoder layer: 4·1024² + (1024·4096 + 4096 + 4096·1024 + 1024) + 2·(2·1024)
+        #              = 4,194,304 + 8,393,728 + 4,096 = 12,592,128
+        + 6 * (4 * 1024 * 1024 + (1024 * 4096 + 4096 + 4096 * 1024 + 1024) + 2 * (2 * 1024))
+        # decoder layer: 2·4,194,304 + 8,393,728 + 3·2,048 = 16,788,480
+        + 6 * (2 * (4 * 1024 * 1024) + (1024 * 4096 + 4096 + 4096 * 1024 + 1024)
+               + 3 * (2 * 1024)),
+        214_171_648,  # 37,888,000 + 75,552,768 + 100,730,880
+    ),
+}
+
+
+@pytest.mark.parametrize("hparams_set", sorted(EXACT_COUNTS))
+def test_exact_count_worked_out_by_hand(hparams_set):
+    """The built model's count_params() equals the hand arithmetic, to the parameter."""
+    arithmetic, total = EXACT_COUNTS[hparams_set]
+    assert arithmetic == total
+    assert paper.count_parameters(hparams_set, PAPER_VOCAB) == total
+
+
 def test_every_published_row_within_5_percent_by_formula():
     for hparams_set, (d, d_ff, _, keys, values, N, millions) in PUBLISHED.items():
         count = general_formula(paper.DEFAULT_VOCAB_SIZE, d, d_ff, keys, values, N)

@@ -13,9 +13,12 @@ from t2t_repro.special_ids import PAD_ID
 SHAPE_MULTIPLE = 16
 
 
-def padded_length(length):
-    """`length` rounded up to a multiple of SHAPE_MULTIPLE: the size sources and caches get."""
-    return -(-length // SHAPE_MULTIPLE) * SHAPE_MULTIPLE
+def padded_length(length, limit=None):
+    """`length` rounded up to a multiple of SHAPE_MULTIPLE, but not past `limit` (>= length; a
+    learned position table's size, which padding must not outgrow): the size sources and
+    caches get."""
+    padded = -(-length // SHAPE_MULTIPLE) * SHAPE_MULTIPLE
+    return padded if limit is None else min(padded, limit)
 
 
 class TransformerBeamSearch:
@@ -24,7 +27,10 @@ class TransformerBeamSearch:
     Args:
         model: a built `Transformer`.
         beam_size, alpha: the beam width (1: greedy) and the length-penalty exponent.
-        extra_length: a sentence's output is at most its source length + this many tokens.
+        extra_length: a sentence's output is at most its source length + this many tokens,
+            and with a learned-position model at most `hparams.max_length` tokens (the rows of
+            its position table; `max_lengths(inputs)` shows each sentence's cap). A source
+            longer than that table is an error naming max_length.
         use_cache: the incremental decoder (keys and values cached, one position per step);
             False recomputes the whole prefix every step (slow; for checks and benchmarks).
         force_max_length: ignore EOS and decode every sentence to its maximum length.
@@ -48,22 +54,33 @@ class TransformerBeamSearch:
 
     def max_lengths(self, inputs):
         """Each sentence's maximum output length: its source length (EOS included) plus
-        `extra_length`, cut to the position table's size when positions are learned."""
+        `extra_length`, capped at `hparams.max_length` for a learned-position model, which has
+        no position beyond its table to decode at."""
         lengths = np.count_nonzero(np.asarray(inputs) != PAD_ID, axis=1) + self.extra_length
-        hparams = self.model.hparams
-        if hparams.position_encoding == "learned":
-            lengths = np.minimum(lengths, hparams.max_length)
+        if self.model.max_positions is not None:
+            lengths = np.minimum(lengths, self.model.max_positions)
         return np.maximum(lengths, 1)
 
     def __call__(self, inputs, max_lengths=None):
         """Decodes `inputs` [batch, source_length]; `max_lengths` [batch] overrides
-        `self.max_lengths(inputs)`. Returns a BeamSearchOutput (ids [batch, beam, length])."""
+        `self.max_lengths(inputs)`. Returns a BeamSearchOutput (ids [batch, beam, length]).
+
+        Raises a ValueError naming hparam max_length, before any computation, when a source or
+        a `max_lengths` entry exceeds a learned-position model's table.
+        """
         inputs = np.asarray(inputs, dtype=np.int32)
+        # Columns of padding after the longest source carry nothing; dropping them keeps the
+        # padded width within a learned position table.
+        non_pad_columns = np.flatnonzero((inputs != PAD_ID).any(axis=0))
+        inputs = inputs[:, : non_pad_columns[-1] + 1 if non_pad_columns.size else 1]
+        self.model.check_length(inputs.shape[1], "source")
         max_lengths = self.max_lengths(inputs) if max_lengths is None else max_lengths
-        inputs = np.pad(inputs, ((0, 0), (0, padded_length(inputs.shape[1])
+        self.model.check_length(int(np.max(max_lengths)), "output length requested")
+        limit = self.model.max_positions
+        inputs = np.pad(inputs, ((0, 0), (0, padded_length(inputs.shape[1], limit)
                                           - inputs.shape[1])))
         memory, memory_mask = self.model.encode(ops.convert_to_tensor(inputs), training=False)
-        sequence_length = padded_length(int(np.max(max_lengths)))
+        sequence_length = padded_length(int(np.max(max_lengths)), limit)
         if self.use_cache:
             state = self.model.empty_self_attention_cache(
                 len(inputs) * self.beam_size, sequence_length, memory.dtype

@@ -39,6 +39,9 @@ class SinusoidalPositionEncoding(keras.layers.Layer):
 class LearnedPositionEmbedding(keras.layers.Layer):
     """A trained [max_length, d] table of positions (Table 3 row E).
 
+    It has no row past `max_length`: `start_index` + length must not exceed it
+    (`Transformer.check_length` raises a clear error before a longer sequence gets here).
+
     Args:
         max_length: the longest sequence it can encode.
         hidden_size: d_model.

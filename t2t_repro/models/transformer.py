@@ -53,10 +53,16 @@ class Transformer(keras.Model):
 
     Args:
         hparams: an `HParams` (or its dict of values) with the model's sizes and dropouts.
-        input_vocab_size, target_vocab_size: the problem's vocabulary sizes. When they are
-            equal and `shared_source_target_embedding` is set, one matrix serves the source
-            embedding, the target embedding and (with `shared_embedding_and_softmax_weights`)
-            the pre-softmax projection, as in the paper.
+        input_vocab_size, target_vocab_size: the problem's vocabulary sizes. With
+            `shared_source_target_embedding` (the paper's setting) they must be equal, and one
+            matrix serves the source embedding, the target embedding and (with
+            `shared_embedding_and_softmax_weights`) the pre-softmax projection.
+
+    With learned positions (`position_encoding="learned"`, Table 3 row E) a sequence has at
+    most `hparams.max_length` positions, the rows of the position table (`max_positions`):
+    longer sources or decoder inputs are an error, and beam-search outputs are capped at
+    `max_length` tokens (`TransformerBeamSearch.max_lengths` gives each sentence's cap).
+    Sinusoidal positions have no such limit.
 
     Reference: Vaswani et al., "Attention Is All You Need", 2017.
     """
@@ -69,10 +75,17 @@ class Transformer(keras.Model):
         self.input_vocab_size = input_vocab_size
         self.target_vocab_size = target_vocab_size
         hp = hparams
+        if hp.shared_source_target_embedding and input_vocab_size != target_vocab_size:
+            raise ValueError(
+                f"hparam shared_source_target_embedding=true needs one vocabulary for sources "
+                f"and targets, but input_vocab_size={input_vocab_size} and target_vocab_size="
+                f"{target_vocab_size}. Set shared_source_target_embedding=false for separate "
+                f"source and target embeddings, or use one shared vocabulary."
+            )
         self.target_embedding = SharedEmbedding(
             target_vocab_size, hp.hidden_size, name="target_embedding"
         )
-        if hp.shared_source_target_embedding and input_vocab_size == target_vocab_size:
+        if hp.shared_source_target_embedding:
             self.input_embedding = self.target_embedding
         else:
             self.input_embedding = SharedEmbedding(
@@ -143,6 +156,25 @@ class Transformer(keras.Model):
             return None
         return keras.layers.LayerNormalization(epsilon=self.hparams.layer_norm_epsilon, name=name)
 
+    @property
+    def max_positions(self):
+        """The most positions a source or decoder input may have: `hparams.max_length` with
+        learned positions (the rows of the table), None (no limit) with sinusoids."""
+        if self.hparams.position_encoding == "learned":
+            return self.hparams.max_length
+        return None
+
+    def check_length(self, length, what):
+        """Raises a ValueError naming hparam max_length if `length` positions of `what` (e.g.
+        "source") do not fit the position table; a length unknown until run time passes."""
+        limit = self.max_positions
+        if limit is not None and isinstance(length, int) and length > limit:
+            raise ValueError(
+                f"The {what} has {length} positions, but the learned position table has "
+                f"only hparam max_length={limit} rows. Use at most {limit} positions, or "
+                f"train a model with a larger max_length."
+            )
+
     def _embed(self, ids, embedding, position, dropout, training, start_index=0):
         x = embedding(ids)
         x = x + position(x, start_index=start_index)
@@ -154,6 +186,7 @@ class Transformer(keras.Model):
         A dict passed as `attention_scores` receives each layer's attention weights under the
         layer's name (see `attention_weights`).
         """
+        self.check_length(ops.shape(inputs)[1], "source")
         memory_mask = padding_mask(inputs)
         x = self._embed(
             inputs, self.input_embedding, self.encoder_position, self.encoder_input_dropout, training
@@ -168,6 +201,7 @@ class Transformer(keras.Model):
 
     def decode(self, decoder_inputs, memory, memory_mask, training=None, attention_scores=None):
         """Decoder input ids [batch, t] attending to `memory` -> logits [batch, t, vocab]."""
+        self.check_length(ops.shape(decoder_inputs)[1], "decoder input")
         x = self._embed(
             decoder_inputs,
             self.target_embedding,
@@ -218,6 +252,8 @@ class Transformer(keras.Model):
         logits [batch, vocab], the cache with `position` filled).
 
         Equals `decode(...)[:, position]` over the whole prefix, at the cost of one position.
+        `position` may be a tensor, so it is not checked here: the caller keeps it below
+        `max_positions` (as `TransformerBeamSearch` does).
         """
         x = self._embed(
             ops.expand_dims(ids, 1),

@@ -253,17 +253,26 @@ def test_separate_softmax_projection_when_not_shared():
     )
 
 
-@pytest.mark.parametrize(
-    "overrides, input_vocab_size",
-    [({"shared_source_target_embedding": False}, VOCAB), ({}, VOCAB + 2)],
-)
-def test_separate_source_embedding(overrides, input_vocab_size):
-    """Unshared source/target embeddings, or different vocabularies, give two embedding tables."""
-    model = _model(input_vocab_size=input_vocab_size, num_hidden_layers=1, **overrides)
+def test_separate_source_embedding():
+    """shared_source_target_embedding=False gives two embedding tables, of each vocabulary's
+    size."""
+    model = _model(input_vocab_size=VOCAB + 2, num_hidden_layers=1,
+                   shared_source_target_embedding=False)
     d = model.hparams.hidden_size
     assert model.input_embedding is not model.target_embedding
-    assert tuple(model.input_embedding.embeddings.shape) == (input_vocab_size, d)
+    assert tuple(model.input_embedding.embeddings.shape) == (VOCAB + 2, d)
     assert tuple(model.target_embedding.embeddings.shape) == (VOCAB, d)
+
+
+def test_shared_embedding_with_two_vocabulary_sizes_is_an_error():
+    """One matrix cannot embed two vocabularies: construction fails and says what to change,
+    instead of quietly building two tables."""
+    with pytest.raises(ValueError) as error:
+        Transformer(_hparams(), VOCAB + 2, VOCAB)
+    message = str(error.value)
+    assert "input_vocab_size=31" in message and "target_vocab_size=29" in message
+    assert "shared_source_target_embedding=false" in message
+    assert "one shared vocabulary" in message
 
 
 def _hand_weight_count(num_layers, d=64, d_ff=256):
@@ -303,6 +312,33 @@ def test_learned_position_embeddings_are_trainable_tables():
         assert table.trainable and id(table) in trainable
     assert tables[0] is not tables[1]
     assert model(FEATURES, training=False).shape == (2, 5, VOCAB)
+
+
+def test_learned_positions_reject_sequences_longer_than_the_table(monkeypatch):
+    """max_length=7 rows: 7 positions encode and decode; 8 raise a ValueError naming
+    max_length=7 before any computation (no embedding is looked up)."""
+    model = _model(position_encoding="learned", num_hidden_layers=1, max_length=7)
+    assert model.max_positions == 7
+    fits = np.full((2, 7), 5, "int32")
+    memory, memory_mask = model.encode(fits, training=False)
+    assert model.decode(fits, memory, memory_mask, training=False).shape == (2, 7, VOCAB)
+    lookups = []
+    monkeypatch.setattr(SharedEmbedding, "call", lambda self, ids: lookups.append(ids))
+    too_long = np.full((2, 8), 5, "int32")
+    with pytest.raises(ValueError, match=r"source has 8 positions.*max_length=7"):
+        model.encode(too_long, training=False)
+    with pytest.raises(ValueError, match=r"decoder input has 8 positions.*max_length=7"):
+        model.decode(too_long, memory, memory_mask, training=False)
+    assert not lookups
+
+
+def test_sinusoidal_positions_ignore_max_length():
+    """Sinusoids have no table: sequences longer than hparam max_length are fine."""
+    model = _model(num_hidden_layers=1, max_length=7)
+    assert model.max_positions is None
+    long_ids = np.full((1, 12), 5, "int32")
+    assert model({"inputs": long_ids, "targets": long_ids}, training=False).shape == (1, 12,
+                                                                                      VOCAB)
 
 
 def test_unknown_position_encoding_is_an_error():
