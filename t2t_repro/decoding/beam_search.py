@@ -1,6 +1,8 @@
 """Batched beam search with GNMT's length penalty, as the paper decodes (§6.1, §6.3).
 
-A hypothesis scores log P(y | x) / lp(|y|) with lp(n) = ((5 + n) / 6)^α (Wu et al. 2016, §7).
+A hypothesis scores log P(y | x) / lp(|y|) with lp(n) = ((5 + n) / 6)^α (Wu et al. 2016, §7),
+P renormalised at each step over the tokens that may be output (never id 0; never EOS under
+`force_max_length`).
 Each step expands every live hypothesis by every token, keeps the 2·beam best continuations,
 sends those ending in EOS (or reaching their sentence's maximum length) to the finished set and
 the best `beam` others on. A sentence stops early once its worst kept finished hypothesis
@@ -125,14 +127,16 @@ class BeamSearch:
             ops.reshape(alive_seq, (batch_size * beam, sequence_width)), position, state,
             constants["model"],
         )
-        log_probs = ops.log_softmax(ops.cast(logits, "float32"), axis=-1)
-        vocab_size = ops.shape(log_probs)[-1]
-        # Id 0 is padding (and the start symbol), never an output token.
+        vocab_size = ops.shape(logits)[-1]
+        # Id 0 is padding (and the start symbol), never an output token. Excluded before the
+        # softmax, so that scores are log-probabilities over the tokens that can be chosen.
         never = ops.arange(vocab_size) == PAD_ID
         if self.force_max_length:
             never = ops.logical_or(never, ops.arange(vocab_size) == self.eos_id)
-        log_probs = ops.where(never, NEG_INF, log_probs)
-        log_probs = ops.reshape(log_probs, (batch_size, beam, vocab_size))
+        logits = ops.where(never, NEG_INF, ops.cast(logits, "float32"))
+        log_probs = ops.reshape(
+            ops.log_softmax(logits, axis=-1), (batch_size, beam, vocab_size)
+        )
 
         # The 2·beam best continuations: at most `beam` of them end in EOS, so at least
         # `beam` stay alive. Beam 1 is greedy search: the argmax alone continues or ends.

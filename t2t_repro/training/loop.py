@@ -25,7 +25,7 @@ def compile_for_training(model, hparams, jit_compile=False):
     model.compile(
         optimizer=create_optimizer(hparams),
         loss=LabelSmoothedCrossEntropy(hparams.label_smoothing),
-        metrics=training_metrics(),
+        metrics=training_metrics(hparams.label_smoothing),
         jit_compile=jit_compile,
     )
     # Built now so that a checkpoint can restore the optimizer's slots before the first step.
@@ -53,9 +53,10 @@ class TrainingRun:
         eval_every: training steps between evaluations. eval_steps: batches per evaluation
             (0: the whole eval set). log_every: steps between progress lines.
         jit_compile: compile the train step with XLA.
-        decode_evaluation: optional `fn(model) -> {name: value}` run at every evaluation
-            (a `DecodeEvaluation`: real BLEU or bracket F1 from beam search); its scalars are
-            written beside the teacher-forced ones.
+        decode_evaluation: optional `DecodeEvaluation` run at every evaluation: real BLEU or
+            bracket F1 from beam search, written beside the teacher-forced scalars; the
+            decoded texts go to `<output_dir>/eval/decodes-<step>.txt`, line by line with
+            `inputs.txt` and `targets.txt` there.
     """
 
     def __init__(
@@ -174,9 +175,24 @@ class TrainingRun:
                 dataset, steps=self.eval_steps or None, verbose=0, return_dict=True
             )
         scalars = summaries.reported_scalars(logs)
-        if self.decode_evaluation is not None:
-            scalars.update(self.decode_evaluation(self.model))
         step = self.checkpoints.step()
+        if self.decode_evaluation is not None:
+            scalars.update(self._decode_and_score(step))
         self._writer(EVAL).write(scalars, step)
         self.print_fn(f"eval at step {step} | {summaries.format_scalars(scalars)}")
         return scalars
+
+    def _decode_and_score(self, step):
+        """The decode evaluation's metrics; writes its texts beside the eval events, so that
+        the figures can be checked or recomputed with other tools."""
+        evaluation = self.decode_evaluation
+        decodes = evaluation.decode(self.model)
+        directory = os.path.join(self.output_dir, EVAL)
+        os.makedirs(directory, exist_ok=True)
+        for name, lines in (("inputs.txt", evaluation.input_texts),
+                            ("targets.txt", evaluation.target_texts),
+                            (f"decodes-{step}.txt", decodes)):
+            with open(os.path.join(directory, name), "w", encoding="utf-8") as f:
+                f.writelines(f"{line}\n" for line in lines)
+        return evaluation.problem.decode_metrics(evaluation.input_texts, decodes,
+                                                 evaluation.target_texts)

@@ -6,8 +6,14 @@ import time
 import keras
 import tensorflow as tf
 
-# Keras metric names -> the names written to TensorBoard and the console.
-_REPORTED_METRICS = ("loss", "accuracy", "neg_log_perplexity")
+from t2t_repro.training.losses import TokenMean
+
+# The names written to TensorBoard and the console -> the token-mean metrics that give them.
+_REPORTED_METRICS = {
+    "loss": "token_mean_loss",
+    "accuracy": "accuracy",
+    "neg_log_perplexity": "neg_log_perplexity",
+}
 
 
 class ScalarWriter:
@@ -24,15 +30,38 @@ class ScalarWriter:
 
 
 def reported_scalars(logs):
-    """The loss and token metrics from a Keras `logs` dict, as floats."""
-    return {name: float(logs[name]) for name in _REPORTED_METRICS if name in logs}
+    """The loss and token metrics from a Keras `logs` dict, as floats: means over all the
+    non-padding target tokens the metrics saw."""
+    return {name: float(logs[metric]) for name, metric in _REPORTED_METRICS.items()
+            if metric in logs}
+
+
+def _token_means(model):
+    """`{metric name: TokenMean}` of the reported metrics `model` was compiled with."""
+    found = {}
+    pending = list(model.metrics)
+    while pending:
+        metric = pending.pop()
+        if isinstance(metric, TokenMean):
+            found[metric.name] = metric
+        pending += getattr(metric, "metrics", [])
+    return {name: found[metric] for name, metric in _REPORTED_METRICS.items() if metric in found}
+
+
+def _sums(metrics):
+    """`{name: (total, count)}` of token-mean metrics, as floats."""
+    return {name: (float(keras.ops.convert_to_numpy(metric.total)),
+                   float(keras.ops.convert_to_numpy(metric.count)))
+            for name, metric in metrics.items()}
 
 
 class ProgressLogger(keras.callbacks.Callback):
     """Every `every_steps` steps: prints a progress line and writes train scalars to TensorBoard.
 
-    Scalars are Keras's running means since the current `fit` call began; throughput is
-    measured over the last interval from the `target_tokens` metric.
+    Loss, accuracy and neg_log_perplexity are token means over the steps since the previous
+    progress line: the token metrics' running sums, differenced between the two lines (Keras
+    resets them when each `fit` call starts, so a finished call's part is carried over).
+    Throughput is measured over the last interval from the `target_tokens` metric.
     """
 
     def __init__(self, writer, total_steps, every_steps=100, print_fn=print):
@@ -41,11 +70,29 @@ class ProgressLogger(keras.callbacks.Callback):
         self.total_steps = total_steps
         self.every_steps = every_steps
         self.print_fn = print_fn
+        self._metrics = {}  # found once Keras has built the compiled metrics
+        self._carried = {}  # sums from finished `fit` calls since the last line
 
     def on_train_begin(self, logs=None):
-        self._mark(0.0)
+        # Each `fit` call resets the metrics (just after this callback runs).
+        self._at_mark = {}
+        self._start_interval(0.0)
 
-    def _mark(self, tokens):
+    def on_train_end(self, logs=None):
+        self._carried = self._interval_sums()
+
+    def _interval_sums(self):
+        """`{name: (total, count)}` since the last line, finished `fit` calls included."""
+        if not self._metrics:  # Keras may build them only with the first step
+            self._metrics = _token_means(self.model)
+        sums = {}
+        for name, (total, count) in _sums(self._metrics).items():
+            carried_total, carried_count = self._carried.get(name, (0.0, 0.0))
+            mark_total, mark_count = self._at_mark.get(name, (0.0, 0.0))
+            sums[name] = (carried_total + total - mark_total, carried_count + count - mark_count)
+        return sums
+
+    def _start_interval(self, tokens):
         self._last_time = time.monotonic()
         self._last_tokens = tokens
         self._last_step = self._step()
@@ -60,13 +107,16 @@ class ProgressLogger(keras.callbacks.Callback):
         logs = logs or {}
         elapsed = max(time.monotonic() - self._last_time, 1e-9)
         tokens = float(logs.get("target_tokens", 0.0))
-        scalars = reported_scalars(logs)
+        scalars = {name: total / max(count, 1.0)
+                   for name, (total, count) in self._interval_sums().items()}
         scalars["learning_rate"] = learning_rate_of_update(self.model.optimizer, step)
         scalars["target_tokens_per_second"] = (tokens - self._last_tokens) / elapsed
         scalars["steps_per_second"] = (step - self._last_step) / elapsed
         self.writer.write(scalars, step)
         self.print_fn(f"step {step}/{self.total_steps} | {format_scalars(scalars)}")
-        self._mark(tokens)
+        self._start_interval(tokens)
+        self._at_mark = _sums(self._metrics)
+        self._carried = {}
 
 
 def learning_rate_of_update(optimizer, step):

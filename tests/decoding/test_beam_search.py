@@ -101,8 +101,10 @@ def _tree_tables(scripts):
     return log_probs, children, roots
 
 
-def _scripted_search(scripts, max_lengths, beam_size=2, alpha=0.0, force_max_length=False):
-    """Beam-searches one script per sentence; returns (BeamSearchOutput, steps run)."""
+def _scripted_search(scripts, max_lengths, beam_size=2, alpha=0.0, force_max_length=False,
+                     done_per_step=None):
+    """Beam-searches one script per sentence; returns (BeamSearchOutput, steps run).
+    `done_per_step`, a list, receives each step's per-sentence done flags."""
     log_probs, children, roots = _tree_tables(scripts)
 
     def step(sequences, position, nodes, constants):
@@ -120,7 +122,10 @@ def _scripted_search(scripts, max_lengths, beam_size=2, alpha=0.0, force_max_len
 
     def counted_step(*args):
         steps.append(args[-1])
-        return compiled_step(*args)
+        search_state, state = compiled_step(*args)
+        if done_per_step is not None:
+            done_per_step.append(ops.convert_to_numpy(search_state["done"]).tolist())
+        return search_state, state
 
     search._step = counted_step
     constants = tuple(
@@ -198,13 +203,76 @@ def test_sentences_in_a_batch_are_searched_independently():
 
 
 def test_force_max_length_never_ends_with_eos():
-    """EOS masked out of LENGTH_PENALTY_SCRIPT (the other probabilities are not renormalised):
-    step 0: a .5 | b .42;  step 1: a c .30 | a a .075 | b b .063 | b a .042;
-    step 2: a a a .0225 | a c a .018 | a a b .01125 | a c b .009, all cut at length 3."""
+    """EOS excluded from LENGTH_PENALTY_SCRIPT, the other probabilities renormalised:
+    step 0: a .5/.92 = .543 | b .42/.92 = .457;
+    step 1: (a) a .1875 b .0625 c .75, (b) a 1/3 b .5 c 1/6:
+            a c .408 | b b .228 | b a .152 | a a .102     alive a c, b b;
+    step 2: (a c) a .6 b .3 c .1, (b b: DEFAULT) a .5 b .3 c .2:
+            a c a .245 | a c b .122 | b b a .114 | b b b .068, all cut at length 3."""
     output, steps = _scripted_search([LENGTH_PENALTY_SCRIPT], [3], force_max_length=True)
-    np.testing.assert_array_equal(output.ids, [[[A, A, A], [A, C, A]]])
-    np.testing.assert_allclose(output.scores, [[log(0.0225), log(0.018)]], rtol=1e-5)
+    np.testing.assert_array_equal(output.ids, [[[A, C, A], [A, C, B]]])
+    a_c = (0.5 / 0.92) * (0.6 / 0.8)
+    np.testing.assert_allclose(
+        output.scores, [[log(a_c * 0.06 / 0.1), log(a_c * 0.03 / 0.1)]], rtol=1e-5
+    )
     assert steps == 3
+
+
+# Padding (id 0) gets real probability mass; the search must renormalise over the other ids:
+# ()   pad .2 | a .4 | b .3 | EOS .1   ->  a .5 | b .375 | EOS .125
+# (a)  pad .5 | EOS .3 | a .2          ->  EOS .6 | a .4
+# (b)  pad .25 | EOS .5 | c .25        ->  EOS 2/3 | c 1/3
+# Beam 2, α = 0.6: step 0 keeps a, b alive and finishes [EOS] (.125); step 1: a EOS .3 |
+# b EOS .25 | a a .2 | b c .125, so a EOS and b EOS finish (both beat [EOS]: log .125 / lp(1)
+# = -2.079 < log .25 / lp(2) = -1.264). Step 2 (DEFAULT): a a EOS .18 scores
+# log .18 / lp(3) = -1.443, too low; the best alive, a a a .01, could reach at most
+# log .01 / lp(10) = -2.657 <= -1.264: stop after 3 steps. (Without renormalising, b EOS
+# .3 · .5 = .15 would beat a EOS .4 · .3 = .12.)
+PADDING_MASS_SCRIPT = {
+    (): {PAD: 0.2, A: 0.4, B: 0.3, EOS: 0.1},
+    (A,): {PAD: 0.5, EOS: 0.3, A: 0.2},
+    (B,): {PAD: 0.25, EOS: 0.5, C: 0.25},
+}
+
+
+def test_scores_are_log_probabilities_renormalised_without_padding():
+    output, steps = _scripted_search([PADDING_MASS_SCRIPT], [10], alpha=0.6)
+    np.testing.assert_array_equal(output.ids, [[[A, EOS], [B, EOS]]])
+    np.testing.assert_allclose(
+        output.scores,
+        [[log(0.5 * 0.6) / _lp(2, 0.6), log(0.375 * 2 / 3) / _lp(2, 0.6)]],
+        rtol=1e-5,
+    )
+    assert steps == 3
+
+
+def test_one_sentence_stops_early_while_another_decodes_on():
+    """α = 1. Sentence 0 (LENGTH_PENALTY_SCRIPT, max length 16) stops by the early-stop rule
+    after 3 steps: its worst finished, b EOS, scores log .294 / lp(2) = -1.049, at least the
+    -1.084 the best alive (a a a, log .0225) could reach at lp(16) = 3.5. Sentence 1
+    (NO_EOS_SCRIPT, max length 5) goes on: after step 2 alive a a a .336, b a a .252;
+    step 3 (DEFAULT): a a a EOS .3024 | b a a EOS .2268 | a a a a .0168 | b a a a .0126;
+    finished a a a EOS (log .3024 / lp(4) = -0.797) and b a a EOS (-0.989), and the best
+    alive reaches at most log .0168 / lp(5) = -2.452: stops after 4 steps. Sentence 0 keeps
+    what it had finished when it stopped."""
+    done = []
+    output, steps = _scripted_search(
+        [LENGTH_PENALTY_SCRIPT, NO_EOS_SCRIPT], [16, 5], alpha=1.0, done_per_step=done
+    )
+    assert steps == 4
+    assert done == [[False, False], [False, False], [True, False], [True, True]]
+    # The rule, by hand, for sentence 0 after step 2 (its third step).
+    assert log(0.294) / _lp(2, 1.0) >= log(0.0225) / _lp(16, 1.0)
+    np.testing.assert_array_equal(
+        output.ids,
+        [[[A, C, EOS, PAD], [B, EOS, PAD, PAD]], [[A, A, A, EOS], [B, A, A, EOS]]],
+    )
+    np.testing.assert_allclose(
+        output.scores,
+        [[log(0.27) / _lp(3, 1.0), log(0.294) / _lp(2, 1.0)],
+         [log(0.3024) / _lp(4, 1.0), log(0.2268) / _lp(4, 1.0)]],
+        rtol=1e-5,
+    )
 
 
 @pytest.mark.parametrize("beam_size, alpha", [(0, 0.6), (2, -0.1)])

@@ -24,14 +24,23 @@ def schedule_value(schedule, iteration):
     return float(keras.ops.convert_to_numpy(schedule(iteration)))
 
 
-def test_paper_formula_by_hand():
-    """The reference formula itself, at points whose values are easy to check by hand."""
-    # Step 4000 is the peak, where both branches equal 4000^-0.5; 16000 = 4 · 4000 halves it.
-    assert paper_lrate(4000) == pytest.approx(1 / math.sqrt(512 * 4000))  # 6.988e-4
-    assert paper_lrate(4000) == pytest.approx(6.98771e-4, rel=1e-5)
-    assert paper_lrate(1) == pytest.approx(1 / math.sqrt(512) / 4000**1.5)  # 1.747e-7
-    assert paper_lrate(1) == pytest.approx(1.746928e-7, rel=1e-5)
-    assert paper_lrate(16000) == pytest.approx(0.5 * paper_lrate(4000))
+@pytest.mark.parametrize(
+    "step, expected",
+    [
+        (1, 1.746928e-7),  # 512^-0.5 · 4000^-1.5: warmup's first step
+        (4000, 6.98771e-4),  # the peak, where both branches equal (512 · 4000)^-0.5
+        (16000, 3.493856e-4),  # 4 · 4000: half the peak, on the step^-0.5 branch
+    ],
+)
+def test_paper_schedule_at_hand_computed_points(step, expected):
+    """The library's base schedule at steps whose rates are worked out by hand from
+    d_model^-0.5 · min(step^-0.5, step · warmup^-1.5), d_model 512, warmup 4000."""
+    assert expected == pytest.approx(paper_lrate(step), rel=1e-5)
+    schedule = schedule_from_hparams(create_hparams("transformer_base"))
+    assert schedule_value(schedule, step - 1) == pytest.approx(expected, rel=1e-5)
+    bare = FactorSchedule(PAPER_SCHEDULE, constant=1.0, warmup_steps=WARMUP,
+                          hidden_size=D_MODEL)
+    assert schedule_value(bare, step - 1) == pytest.approx(expected, rel=1e-5)
 
 
 @pytest.mark.parametrize("step", [1, 2, 1000, 3999, 4000, 4001, 16000, 100000])

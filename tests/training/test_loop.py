@@ -12,8 +12,8 @@ from conftest import read_scalars
 from t2t_repro import registry
 from t2t_repro.data.problem import EVAL, TRAIN
 from t2t_repro.hparams import create_hparams
-from t2t_repro.training import checkpoints
-from t2t_repro.training.loop import TrainingRun
+from t2t_repro.training import checkpoints, summaries
+from t2t_repro.training.loop import TrainingRun, compile_for_training
 
 # Small enough for a 2-core CPU: a 2-layer d_model 64 model for the learning test, a 1-layer
 # d_model 32 model where only the mechanics of stopping and resuming matter.
@@ -217,3 +217,113 @@ def test_resume_after_kill(reverse_problem, tmp_path):
     assert resumed.restore() == 10
     assert_same_state(model_state(resumed), snapshots[10])
     assert any("at step 10" in line for line in lines)
+
+
+# ---------------------------------------------------------------------------------------------
+# Reported losses are token means, checked on a model whose logits are a lookup table: the
+# logits of each target position are row `inputs[i, j]` of a fixed matrix, so NumPy can
+# recompute every token's loss, accuracy and log-probability.
+
+TABLE_VOCAB = 7
+SMOOTHING = 0.1
+
+
+def _table_model(seed):
+    """A Keras model: input ids -> logits = table[ids], compiled as the trainer compiles, with
+    a learning rate of 0 (the table never changes, so NumPy can use it for every step)."""
+    table = np.random.default_rng(seed).normal(size=(TABLE_VOCAB, TABLE_VOCAB)) * 2
+    model = keras.Sequential([keras.layers.Embedding(TABLE_VOCAB, TABLE_VOCAB)])
+    model.build((None, None))
+    model.layers[0].embeddings.assign(table.astype("float32"))
+    hparams = create_hparams("transformer_tiny", f"learning_rate_constant=0.0,"
+                                                 f"label_smoothing={SMOOTHING}")
+    return compile_for_training(model, hparams), table
+
+
+def _table_batches(seed, shapes):
+    """`(inputs, targets)` batches of the given (rows, length); each row has a random number
+    of real target tokens, then padding."""
+    rng = np.random.default_rng(seed)
+    batches = []
+    for rows, length in shapes:
+        inputs = rng.integers(1, TABLE_VOCAB, size=(rows, length)).astype("int32")
+        targets = rng.integers(1, TABLE_VOCAB, size=(rows, length)).astype("int32")
+        for row, real in enumerate(rng.integers(1, length + 1, size=rows)):
+            targets[row, real:] = 0
+        batches.append((inputs, targets))
+    return batches
+
+
+def _numpy_token_values(table, batches):
+    """Per real target token of `batches`: (smoothed KL loss, correct argmax, log p(label)),
+    each a flat array, from the smoothed target q built explicitly."""
+    losses, correct, log_p_label = [], [], []
+    for inputs, targets in batches:
+        logits = table[inputs[targets != 0]]
+        labels = targets[targets != 0]
+        log_p = logits - logits.max(axis=1, keepdims=True)
+        log_p -= np.log(np.exp(log_p).sum(axis=1, keepdims=True))
+        q = np.full(logits.shape, SMOOTHING / (TABLE_VOCAB - 1))
+        q[np.arange(len(labels)), labels] = 1 - SMOOTHING
+        losses.append((q * (np.log(q) - log_p)).sum(axis=1))
+        correct.append(logits.argmax(axis=1) == labels)
+        log_p_label.append(log_p[np.arange(len(labels)), labels])
+    return [np.concatenate(values) for values in (losses, correct, log_p_label)]
+
+
+def _dataset(batches):
+    return tf.data.Dataset.from_generator(
+        lambda: iter(batches),
+        output_signature=(tf.TensorSpec((None, None), tf.int32),
+                          tf.TensorSpec((None, None), tf.int32)),
+    )
+
+
+@pytest.mark.filterwarnings("ignore:Your input ran out of data")
+def test_eval_loss_is_the_mean_over_all_eval_tokens():
+    """Batches of 1 row of 2 positions and of 6 rows of 9: the reported eval loss, accuracy
+    and neg_log_perplexity are means over every real target token (NumPy), not means of
+    per-batch means weighted by rows as Keras's loss tracker makes them."""
+    model, table = _table_model(seed=0)
+    batches = _table_batches(seed=1, shapes=[(1, 2), (6, 9), (2, 3)])
+    logs = model.evaluate(_dataset(batches), verbose=0, return_dict=True)
+    scalars = summaries.reported_scalars(logs)
+    losses, correct, log_p_label = _numpy_token_values(table, batches)
+    assert scalars["loss"] == pytest.approx(losses.mean(), rel=1e-5)
+    assert scalars["accuracy"] == pytest.approx(correct.mean(), rel=1e-5)
+    assert scalars["neg_log_perplexity"] == pytest.approx(log_p_label.mean(), rel=1e-5)
+    # The row-weighted mean of batch means really differs here.
+    batch_means = [_numpy_token_values(table, [batch])[0].mean() for batch in batches]
+    rows = [len(inputs) for inputs, _ in batches]
+    assert abs(np.average(batch_means, weights=rows) - losses.mean()) > 1e-3
+
+
+class _RecordingWriter:
+    def __init__(self):
+        self.scalars = {}
+
+    def write(self, scalars, step):
+        self.scalars[step] = scalars
+
+
+@pytest.mark.filterwarnings("ignore:Your input ran out of data")
+def test_train_scalars_are_token_means_over_the_last_logging_interval():
+    """Logging every 3 steps over two `fit` calls (4 steps, an evaluation, then 2 steps; each
+    call starts the batch list afresh): step 3 reports batches 0-2, step 6 reports batch 3 of
+    the first call and batches 0-1 of the second; each a token mean computed in NumPy."""
+    model, table = _table_model(seed=2)
+    batches = _table_batches(seed=3, shapes=[(1, 2), (5, 8), (2, 3), (4, 6)])
+    writer, lines = _RecordingWriter(), []
+    logger = summaries.ProgressLogger(writer, total_steps=6, every_steps=3, print_fn=lines.append)
+    dataset = _dataset(batches)
+    model.fit(dataset, steps_per_epoch=4, callbacks=[logger], shuffle=False, verbose=0)
+    model.evaluate(_dataset(batches[1:2]), verbose=0)  # its metric values must not leak in
+    model.fit(dataset, steps_per_epoch=2, callbacks=[logger], shuffle=False, verbose=0)
+    assert sorted(writer.scalars) == [3, 6]
+    for step, interval in ((3, batches[:3]), (6, batches[3:] + batches[:2])):
+        losses, correct, log_p_label = _numpy_token_values(table, interval)
+        logged = writer.scalars[step]
+        assert logged["loss"] == pytest.approx(losses.mean(), rel=1e-5), step
+        assert logged["accuracy"] == pytest.approx(correct.mean(), rel=1e-5), step
+        assert logged["neg_log_perplexity"] == pytest.approx(log_p_label.mean(), rel=1e-5), step
+    assert lines[0].startswith(f"step 3/6 | loss {writer.scalars[3]['loss']:.4f}")

@@ -11,6 +11,8 @@ from t2t_repro.training.losses import (
     NegLogPerplexity,
     TargetTokens,
     TokenAccuracy,
+    TokenMeanLoss,
+    smoothed_target_entropy,
 )
 
 PAD = 0
@@ -30,8 +32,8 @@ def log_softmax_by_hand(row):
 
 
 def smoothed_loss_by_hand(labels, logits, epsilon, vocab=VOCAB):
-    """Mean over non-padding tokens of -Σ_v q_v log p_v with q = 1-ε on the true token and
-    ε/(V-1) on each other token, written out token by token."""
+    """Mean over non-padding tokens of KL(q || p) = Σ_v q_v (log q_v - log p_v) with q = 1-ε on
+    the true token and ε/(V-1) on each other token, written out token by token."""
     total, count = 0.0, 0
     for label_row, logit_row in zip(labels, logits):
         for label, logits_at in zip(label_row, logit_row):
@@ -39,9 +41,24 @@ def smoothed_loss_by_hand(labels, logits, epsilon, vocab=VOCAB):
                 continue
             log_p = log_softmax_by_hand(logits_at)
             q = [1 - epsilon if v == label else epsilon / (vocab - 1) for v in range(vocab)]
-            total += -sum(q_v * lp for q_v, lp in zip(q, log_p))
+            total += sum(q_v * (math.log(q_v) - lp) for q_v, lp in zip(q, log_p) if q_v > 0)
             count += 1
     return total / count
+
+
+def numpy_smoothed_kl(labels, logits, epsilon):
+    """NumPy reference: the explicit smoothed target q [tokens, V] (one-hot scaled, plus ε/(V-1)
+    off the label), KL(q || softmax(logits)) per token, averaged over non-padding tokens."""
+    labels = np.asarray(labels).reshape(-1)
+    logits = np.asarray(logits, np.float64).reshape(len(labels), -1)
+    vocab = logits.shape[1]
+    q = np.full(logits.shape, epsilon / (vocab - 1))
+    q[np.arange(len(labels)), labels] = 1 - epsilon
+    shifted = logits - logits.max(axis=1, keepdims=True)
+    log_p = shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
+    kl = (q * (np.log(q) - log_p)).sum(axis=1)
+    real = labels != PAD
+    return kl[real].mean()
 
 
 def loss_value(epsilon, labels, logits):
@@ -57,33 +74,69 @@ def metric_value(metric, batches):
     return float(keras.ops.convert_to_numpy(metric.result()))
 
 
-def test_smoothed_target_sums_to_one():
-    """Sanity of the hand-side target: 1-ε + (V-1)·ε/(V-1) = 1."""
-    epsilon = 0.1
-    assert (1 - epsilon) + (VOCAB - 1) * epsilon / (VOCAB - 1) == pytest.approx(1.0)
+@pytest.mark.parametrize("epsilon", [0.1, 0.2])
+def test_loss_is_kl_divergence_from_an_explicit_smoothed_target(epsilon):
+    """A random batch over 11 tokens with padding: the library's loss equals the NumPy KL
+    divergence computed from an explicitly built target matrix q (rows summing to 1)."""
+    rng = np.random.default_rng(3)
+    labels = rng.integers(1, 11, size=(3, 5))
+    labels[0, 3:] = PAD
+    labels[2, 1:] = PAD
+    logits = rng.normal(size=(3, 5, 11)) * 3
+    expected = numpy_smoothed_kl(labels, logits, epsilon)
+    assert loss_value(epsilon, labels.tolist(), logits) == pytest.approx(expected, rel=1e-5)
+
+
+@pytest.mark.parametrize("epsilon", [0.1, 0.3])
+def test_loss_is_zero_when_the_model_predicts_the_smoothed_target(epsilon):
+    """Logits log q (q: 1-ε on the label, ε/(V-1) elsewhere) give p = q and a loss of 0, the
+    minimum; tensor2tensor reports the same (it subtracts q's entropy)."""
+    labels = [[1, 3, 2], [2, PAD, PAD]]
+    logits = np.full((2, 3, VOCAB), math.log(epsilon / (VOCAB - 1)), "float32")
+    for row, label_row in enumerate(labels):
+        for position, label in enumerate(label_row):
+            logits[row, position, label] = math.log(1 - epsilon)
+    assert loss_value(epsilon, labels, logits) == pytest.approx(0.0, abs=1e-6)
+
+
+def test_smoothed_target_entropy_at_the_papers_vocabulary():
+    """V = 37000, ε = 0.1: H(q) = -0.9 ln 0.9 - 0.1 ln(0.1 / 36999) = 1.376948 nats."""
+    closed_form = -0.9 * math.log(0.9) - 0.1 * math.log(0.1 / 36999)
+    assert closed_form == pytest.approx(1.376948, abs=1e-6)
+    assert smoothed_target_entropy(37000, 0.1) == pytest.approx(closed_form, rel=1e-12)
+    # Equal logits over 37000 tokens: the loss is ln 37000 less that constant.
+    loss = loss_value(0.1, [[5]], np.zeros((1, 1, 37000), "float32"))
+    assert loss == pytest.approx(math.log(37000) - closed_form, rel=1e-5)
 
 
 def test_label_smoothed_loss_matches_hand_computation():
     """ε = 0.1 on a 2×3 batch with one padding position: the mean over the 5 real tokens of
-    -Σ q log softmax(logits)."""
+    Σ q (log q - log softmax(logits))."""
     expected = smoothed_loss_by_hand(LABELS, LOGITS, 0.1)
     assert loss_value(0.1, LABELS, LOGITS) == pytest.approx(expected, rel=1e-5)
 
 
 def test_label_smoothed_loss_single_token_literal():
-    """One token, label 1, logits [0, ln 2, 0, 0]: p = (1/5, 2/5, 1/5, 1/5), so
-    loss = -(0.9 ln 0.4 + 3 · (0.1/3) · ln 0.2) = 0.985605..."""
+    """One token, label 1, logits [0, ln 2, 0, 0]: p = (1/5, 2/5, 1/5, 1/5), q = (1/30, 0.9,
+    1/30, 1/30), so loss = 0.9 ln(0.9 / 0.4) + 0.1 ln((1/30) / 0.2) = 0.550661..."""
     logits = [[[0.0, math.log(2.0), 0.0, 0.0]]]
-    expected = -(0.9 * math.log(0.4) + 0.1 * math.log(0.2))
-    assert expected == pytest.approx(0.985605, rel=1e-6)
+    expected = 0.9 * math.log(0.9 / 0.4) + 0.1 * math.log(1 / 6)
+    assert expected == pytest.approx(0.550661, abs=1e-6)
     assert loss_value(0.1, [[1]], logits) == pytest.approx(expected, rel=1e-5)
 
 
-@pytest.mark.parametrize("epsilon", [0.0, 0.1, 0.2])
-def test_uniform_logits_give_log_vocab(epsilon):
-    """With equal logits every log p is -ln V, and q sums to 1, so the loss is ln V for any ε."""
+@pytest.mark.parametrize(
+    "epsilon, expected",
+    [(0.0, math.log(4)),  # ln V
+     # ln V - H(q), H(q) = -(1-ε) ln(1-ε) - ε ln(ε/3)
+     (0.1, math.log(4) + 0.9 * math.log(0.9) + 0.1 * math.log(0.1 / 3)),
+     (0.2, math.log(4) + 0.8 * math.log(0.8) + 0.2 * math.log(0.2 / 3))],
+)
+def test_uniform_logits_give_log_vocab_less_target_entropy(epsilon, expected):
+    """With equal logits every log p is -ln V and q sums to 1, so the cross-entropy is ln V;
+    the loss is that less q's entropy."""
     logits = np.zeros((2, 3, VOCAB), "float32")
-    assert loss_value(epsilon, LABELS, logits) == pytest.approx(math.log(VOCAB), rel=1e-6)
+    assert loss_value(epsilon, LABELS, logits) == pytest.approx(expected, rel=1e-6)
 
 
 def test_no_smoothing_is_negative_log_likelihood():
@@ -160,6 +213,24 @@ def test_neg_log_perplexity_ignores_padding():
 def test_target_tokens_counts_real_tokens():
     """The throughput counter counts 5 real target tokens in the batch, not 6 positions."""
     assert metric_value(TargetTokens(), [(LABELS, LOGITS)]) == 5.0
+
+
+def test_token_mean_loss_weighs_every_token_equally():
+    """TokenMeanLoss over two batches of 2 and 5 real tokens is the KL mean over all 7 tokens
+    (NumPy), not the mean of the two batch means."""
+    rng = np.random.default_rng(7)
+    first_labels, first_logits = [[3, 1]], rng.normal(size=(1, 2, VOCAB)) * 2
+    second_labels = [[2, 3, 1, PAD], [1, 1, PAD, PAD]]
+    second_logits = rng.normal(size=(2, 4, VOCAB)) * 2
+    tokens = np.concatenate([np.reshape(first_labels, -1), np.reshape(second_labels, -1)])
+    logits = np.concatenate([first_logits.reshape(-1, VOCAB), second_logits.reshape(-1, VOCAB)])
+    expected = numpy_smoothed_kl(tokens, logits, 0.1)
+    metric = TokenMeanLoss(0.1)
+    value = metric_value(metric, [(first_labels, first_logits), (second_labels, second_logits)])
+    assert value == pytest.approx(expected, rel=1e-5)
+    batch_means = [numpy_smoothed_kl(first_labels, first_logits, 0.1),
+                   numpy_smoothed_kl(second_labels, second_logits, 0.1)]
+    assert abs(np.mean(batch_means) - expected) > 0.01  # the two means really differ here
 
 
 def test_loss_config_round_trip():
