@@ -12,7 +12,7 @@ import numpy as np
 import tensorflow as tf
 
 from t2t_repro.data.records import rows_as_tensors
-from t2t_repro.data.problem import EVAL, TRAIN, Problem
+from t2t_repro.data.problem import EVAL, TRAIN, Problem, UnencodableInputError
 from t2t_repro.registry import problems
 from t2t_repro.special_ids import EOS_ID
 
@@ -72,13 +72,16 @@ class AlgorithmicProblem(Problem):
         )
 
     def encode(self, text):
-        symbols = [int(token) for token in text.split()]
-        bad = [s for s in symbols if not 0 <= s < self.num_symbols]
+        """Space-separated symbols, e.g. "3 1 4", -> ids ending in EOS."""
+        tokens = text.split()
+        bad = [token for token in tokens
+               if not (token.isascii() and token.isdigit() and int(token) < self.num_symbols)]
         if bad:
-            raise ValueError(
-                f"{self.name} takes symbols 0..{self.num_symbols - 1}, got {bad} in '{text}'."
+            raise UnencodableInputError(
+                f"{self.name} accepts only the symbols 0..{self.num_symbols - 1} separated by "
+                f"spaces; got {', '.join(repr(token) for token in bad)} in {text!r}."
             )
-        return self._ids(symbols)
+        return self._ids([int(token) for token in tokens])
 
     def decode(self, ids):
         symbols = []

@@ -12,12 +12,13 @@ import os
 import shutil
 import sys
 
-# TensorFlow's C++ start-up chatter (from importing Keras) hides the report.
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+from t2t_repro import quiet_tensorflow
+
+quiet_tensorflow.import_tensorflow()  # before anything imports it: see the module
 
 from absl import app, flags  # noqa: E402
 
-from t2t_repro.command_line import exit_on_usage_errors  # noqa: E402
+from t2t_repro.command_line import FlagAlias, apply_flag_aliases, exit_on_usage_errors  # noqa: E402
 from t2t_repro.hparams import HPARAMS_FILENAME  # noqa: E402
 
 FLAGS = flags.FLAGS
@@ -26,6 +27,10 @@ flags.DEFINE_string("output_dir", None, "The training run whose checkpoints are 
 flags.DEFINE_integer("n", 5, "How many of the newest checkpoints to average (paper: 5 for "
                      "base, 20 for big).", lower_bound=1)
 flags.DEFINE_string("avg_dir", None, "Where the average goes (default: <output_dir>/averaged).")
+flags.DEFINE_integer("num_last_checkpoints", None,
+                     "tensor2tensor's name (utils/avg_checkpoints.py) for --n.", lower_bound=1)
+
+ALIASES = (FlagAlias("num_last_checkpoints", "n"),)
 
 # The trainer's (t2t_repro.trainer defines flags of the same names, so it is not imported).
 FLAGS_FILENAME = "flags.txt"
@@ -80,6 +85,7 @@ def average_last(output_dir, n, avg_dir):
 
 def main(argv):
     exit_on_usage_errors(argv, ("output_dir",))
+    apply_flag_aliases(ALIASES)
     from t2t_repro.training.averaging import CheckpointLayoutError
 
     avg_dir = FLAGS.avg_dir or os.path.join(FLAGS.output_dir, "averaged")

@@ -13,6 +13,7 @@ import sys
 from absl import app, flags
 
 from t2t_repro.command_line import exit_on_usage_errors
+from t2t_repro.text_lines import TextLinesError, read_lines
 
 FLAGS = flags.FLAGS
 
@@ -23,23 +24,21 @@ flags.DEFINE_string("language", "de",
                     "tokenizer.perl).")
 
 
-def read_lines(flag_name):
-    """The lines of the file that --<flag_name> names; exits with a one-line error if unreadable."""
+def read_flagged_lines(flag_name):
+    """The lines of the file that --<flag_name> names (split as every command splits them,
+    see t2t_repro.text_lines); exits with a one-line error if unreadable."""
     path = FLAGS[flag_name].value
     try:
-        # Lines end at "\n" only, as sacreBLEU reads them.
-        with open(path, encoding="utf-8", newline="\n") as file:
-            return [line.rstrip("\n") for line in file]
+        return read_lines(path)
     except OSError as error:
         sys.exit(f"error: cannot read --{flag_name}={path}: {error.strerror}.")
-    except UnicodeDecodeError as error:
-        sys.exit(f"error: --{flag_name}={path} is not UTF-8 text ({error.reason} at byte "
-                 f"{error.start}).")
+    except TextLinesError as error:
+        sys.exit(f"error: --{flag_name}: {error}")
 
 
 def main(argv):
     exit_on_usage_errors(argv, ("translation", "reference"))
-    translation, reference = read_lines("translation"), read_lines("reference")
+    translation, reference = read_flagged_lines("translation"), read_flagged_lines("reference")
     if len(translation) != len(reference):
         sys.exit(f"error: --translation={FLAGS.translation} has {len(translation)} lines but "
                  f"--reference={FLAGS.reference} has {len(reference)}; BLEU needs one reference "

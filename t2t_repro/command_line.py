@@ -1,6 +1,8 @@
-"""The usage checks every `python -m t2t_repro.<command>` makes before any work."""
+"""The usage checks every `python -m t2t_repro.<command>` makes before any work, and the
+tensor2tensor flag names accepted as aliases of ours."""
 
 import sys
+from typing import Callable, NamedTuple
 
 from absl import flags
 
@@ -13,3 +15,28 @@ def exit_on_usage_errors(argv, required_flags=(), hint="see --help"):
     missing = [name for name in required_flags if not flags.FLAGS[name].value]
     if missing:
         sys.exit(f"error: missing {', '.join('--' + name for name in missing)}; {hint}.")
+
+
+class FlagAlias(NamedTuple):
+    """tensor2tensor's name `name` for our flag `canonical`; `convert` maps its value to ours
+    (e.g. seconds to minutes)."""
+
+    name: str
+    canonical: str
+    convert: Callable = lambda value: value
+
+
+def apply_flag_aliases(aliases, flag_values=flags.FLAGS):
+    """Copies each alias given on the command line into its canonical flag; exits with a
+    one-line error when both are given with different meanings."""
+    for alias in aliases:
+        given = flag_values[alias.name]
+        if not given.present:
+            continue
+        value = alias.convert(given.value)
+        canonical = flag_values[alias.canonical]
+        if canonical.present and canonical.value != value:
+            sys.exit(f"error: --{alias.name}={given.value} (tensor2tensor's name for "
+                     f"--{alias.canonical}, i.e. --{alias.canonical}={value}) contradicts "
+                     f"--{alias.canonical}={canonical.value}; give only one of them.")
+        canonical.value = value

@@ -9,15 +9,15 @@ lists them); WMT14 is downloaded through tensorflow-datasets when they are absen
 again with the data present does nothing.
 """
 
-import os
 import sys
 
-# TensorFlow's C++ start-up chatter hides the progress lines.
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+from t2t_repro import quiet_tensorflow
+
+quiet_tensorflow.import_tensorflow()  # before anything imports it: see the module
 
 from absl import app  # noqa: E402
 
-from t2t_repro import problem_flags  # noqa: E402
+from t2t_repro import problem_flags, usr_dir  # noqa: E402
 from t2t_repro.command_line import exit_on_usage_errors  # noqa: E402
 
 FLAGS = problem_flags.FLAGS
@@ -25,6 +25,7 @@ FLAGS = problem_flags.FLAGS
 
 def main(argv):
     exit_on_usage_errors(argv, ("problem", "data_dir"))
+    usr_dir.import_flagged_usr_dir()
     from t2t_repro.hparams import HParamsError
     from t2t_repro.registry import RegistryError
 

@@ -15,14 +15,16 @@ import os
 import sys
 import time
 
-# TensorFlow's C++ start-up chatter (CPU features, missing CUDA) hides the output.
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+from t2t_repro import quiet_tensorflow
+
+quiet_tensorflow.import_tensorflow()  # before anything imports it: see the module
 
 from absl import app, flags  # noqa: E402
 
-from t2t_repro import model_flags, problem_flags  # noqa: E402
+from t2t_repro import model_flags, problem_flags, usr_dir  # noqa: E402
 from t2t_repro.command_line import exit_on_usage_errors  # noqa: E402
 from t2t_repro.model_flags import ConfigurationError  # noqa: E402
+from t2t_repro.text_lines import TextLinesError, iter_lines, read_lines  # noqa: E402
 
 FLAGS = flags.FLAGS
 
@@ -35,11 +37,6 @@ flags.DEFINE_string("decode_to_file", None,
                     "Where the decodes go, one per line (default: stdout).")
 flags.DEFINE_string("decode_reference", None,
                     "Reference text aligned with --decode_from_file: print the problem's scores.")
-
-
-def read_lines(path):
-    with open(path, encoding="utf-8") as f:
-        return [line.rstrip("\n") for line in f]
 
 
 def resolve_checkpoint(path):
@@ -83,9 +80,27 @@ def output_line(beams, return_beams):
     return "\t".join(f"{text}\t{score:.4f}" for text, score in beams)
 
 
-def decode_file(problem, search, decode_hparams):
-    from t2t_repro.decoding.text_decoding import decode_texts
+def encode_lines(problem, lines, path):
+    """`problem.encode` of every line, checked before any decoding: a line the problem cannot
+    encode is a ConfigurationError naming `path`, its line number and what is accepted."""
+    from t2t_repro.data.problem import UnencodableInputError
 
+    id_lists, bad = [], []
+    for line_number, line in enumerate(lines, 1):
+        try:
+            id_lists.append(problem.encode(line))
+        except UnencodableInputError as error:
+            bad.append((line_number, error))
+    if bad:
+        line_number, error = bad[0]
+        others = f" (and {len(bad) - 1} more lines)" if len(bad) > 1 else ""
+        raise ConfigurationError(f"{path} line {line_number}{others}: {error}")
+    return id_lists
+
+
+def read_sources(problem):
+    """--decode_from_file encoded, and --decode_reference's lines (or None), checked before
+    the model is loaded."""
     sources = read_lines(FLAGS.decode_from_file)
     references = read_lines(FLAGS.decode_reference) if FLAGS.decode_reference else None
     if references is not None and len(references) != len(sources):
@@ -93,7 +108,14 @@ def decode_file(problem, search, decode_hparams):
             f"--decode_reference has {len(references)} lines but --decode_from_file has "
             f"{len(sources)}; they must be aligned line by line."
         )
-    beams = decode_texts(problem, search, sources, decode_hparams.batch_size, ProgressPrinter())
+    return sources, encode_lines(problem, sources, FLAGS.decode_from_file), references
+
+
+def decode_file(problem, search, decode_hparams, sources, id_lists, references):
+    from t2t_repro.decoding.text_decoding import decode_encoded
+
+    beams = decode_encoded(problem, search, id_lists, decode_hparams.batch_size,
+                           ProgressPrinter())
     lines = [output_line(hypotheses, decode_hparams.return_beams) for hypotheses in beams]
     if FLAGS.decode_to_file:
         write_lines_atomically(lines, FLAGS.decode_to_file)
@@ -106,18 +128,27 @@ def decode_file(problem, search, decode_hparams):
 
 
 def decode_interactively(problem, search, decode_hparams):
-    from t2t_repro.decoding.text_decoding import decode_texts
+    """Decodes stdin line by line (lines split as files are); a line the problem cannot
+    encode is reported on stderr and skipped."""
+    from t2t_repro.data.problem import UnencodableInputError
+    from t2t_repro.decoding.text_decoding import decode_encoded
 
     interactive = sys.stdin.isatty()
     if interactive:
         print("Type a sentence and press Enter (Ctrl-D to end).", file=sys.stderr)
+    lines = enumerate(iter_lines(sys.stdin.buffer, "stdin"), 1)
     while True:
         if interactive:
             print("> ", end="", file=sys.stderr, flush=True)
-        line = sys.stdin.readline()
-        if not line:
+        line_number, line = next(lines, (None, None))
+        if line is None:
             return
-        beams = decode_texts(problem, search, [line.rstrip("\n")], batch_size=1)[0]
+        try:
+            ids = problem.encode(line)
+        except UnencodableInputError as error:
+            print(f"error: stdin line {line_number} skipped: {error}", file=sys.stderr, flush=True)
+            continue
+        beams = decode_encoded(problem, search, [ids], batch_size=1)[0]
         print(output_line(beams, decode_hparams.return_beams), flush=True)
 
 
@@ -130,26 +161,28 @@ def run():
     hparams = model_flags.resolve_hparams(FLAGS.output_dir, saved_suffices=True)
     model_flags.check_model_name()
     decode_hparams = create_decode_hparams(problem, FLAGS.decode_hparams)
+    sources = read_sources(problem) if FLAGS.decode_from_file else None
     checkpoint = resolve_checkpoint(FLAGS.checkpoint_path or FLAGS.output_dir)
     model = load_trained_model(FLAGS.model, hparams, problem, checkpoint)
     print(f"Decoding with {checkpoint}: beam_size={decode_hparams.beam_size}, "
           f"alpha={decode_hparams.alpha}, extra_length={decode_hparams.extra_length}.",
           file=sys.stderr)
     search = create_search(model, decode_hparams)
-    if FLAGS.decode_from_file:
-        decode_file(problem, search, decode_hparams)
+    if sources is not None:
+        decode_file(problem, search, decode_hparams, *sources)
     else:
         decode_interactively(problem, search, decode_hparams)
 
 
 def main(argv):
     exit_on_usage_errors(argv, ("problem", "output_dir"), hint="see --helpfull")
+    usr_dir.import_flagged_usr_dir()
     from t2t_repro.hparams import HParamsError
     from t2t_repro.registry import RegistryError
 
     try:
         run()
-    except (ConfigurationError, RegistryError, HParamsError, OSError,
+    except (ConfigurationError, RegistryError, HParamsError, OSError, TextLinesError,
             *problem_flags.data_errors()) as error:
         sys.exit(f"error: {error}")
 

@@ -26,11 +26,11 @@ the named hparams sets.
 import argparse
 import collections
 import json
-import os
 import sys
 
-# TensorFlow's C++ start-up chatter would otherwise precede the table.
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+from t2t_repro import quiet_tensorflow
+
+quiet_tensorflow.import_tensorflow()  # TensorFlow's start-up lines would precede the table
 
 DEFAULT_VOCAB_SIZE = 40000
 DEFAULT_VOCAB_SIZE_REASON = (

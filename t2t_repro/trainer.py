@@ -11,13 +11,14 @@ Running the same command again resumes from the latest checkpoint in --output_di
 import os
 import sys
 
-# TensorFlow's C++ start-up chatter (CPU features, missing CUDA) hides the progress lines.
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+from t2t_repro import quiet_tensorflow
+
+quiet_tensorflow.import_tensorflow()  # before anything imports it: see the module
 
 from absl import app, flags  # noqa: E402
 
-from t2t_repro import model_flags, problem_flags  # noqa: E402
-from t2t_repro.command_line import exit_on_usage_errors  # noqa: E402
+from t2t_repro import model_flags, problem_flags, usr_dir  # noqa: E402
+from t2t_repro.command_line import FlagAlias, apply_flag_aliases, exit_on_usage_errors  # noqa: E402
 from t2t_repro.model_flags import ConfigurationError  # noqa: E402
 from t2t_repro.training.strategy import STRATEGIES  # noqa: E402
 
@@ -49,18 +50,34 @@ flags.DEFINE_integer("eval_decode_examples", 100,
 flags.DEFINE_integer("decode_examples", 0,
                      "After training, greedy-decode this many eval examples, print the first "
                      "few beside their targets and report how many came out exactly right.")
+flags.DEFINE_integer("save_checkpoints_secs", None,
+                     "tensor2tensor's name: --save_checkpoints_minutes in seconds.")
+flags.DEFINE_integer("local_eval_frequency", None, "tensor2tensor's name for --eval_every.")
+flags.DEFINE_integer("log_step_count_steps", None, "tensor2tensor's name for --log_every.")
+flags.DEFINE_bool("xla_compile", None, "tensor2tensor's name for --jit_compile.")
+
+ALIASES = (
+    FlagAlias("save_checkpoints_secs", "save_checkpoints_minutes", lambda seconds: seconds / 60),
+    FlagAlias("local_eval_frequency", "eval_every"),
+    FlagAlias("log_step_count_steps", "log_every"),
+    FlagAlias("xla_compile", "jit_compile"),
+)
 
 FLAGS_FILENAME = "flags.txt"
 _SHOWN_DECODES = 5
 
 
 def trainer_flags_text():
-    """The trainer's flags as `--name=value` lines, loadable again with `--flagfile`."""
+    """The trainer's flags as `--name=value` lines, loadable again with `--flagfile`; aliases
+    are recorded under our names."""
     modules = {
-        FLAGS.find_module_defining_flag(name) for name in ("problem", "hparams_set", "train_steps")
+        FLAGS.find_module_defining_flag(name)
+        for name in ("problem", "hparams_set", "train_steps", "t2t_usr_dir")
     }
+    aliases = {alias.name for alias in ALIASES}
     own_flags = sorted(
-        (flag for module in modules for flag in FLAGS.get_flags_for_module(module)),
+        (flag for module in modules for flag in FLAGS.get_flags_for_module(module)
+         if flag.name not in aliases),
         key=lambda flag: flag.name,
     )
     lines = [flag.serialize() for flag in own_flags]
@@ -153,6 +170,8 @@ def run():
 
 def main(argv):
     exit_on_usage_errors(argv)
+    apply_flag_aliases(ALIASES)
+    usr_dir.import_flagged_usr_dir()
     if FLAGS.registry_help:
         from t2t_repro import registry
 

@@ -36,7 +36,7 @@ def test_prints_the_published_sacrebleu_score_and_the_tokenized_bleu(wmt17):
     assert f"hyp_len = {expected['hyp_len']} ref_len = {expected['ref_len']}" in sacre_line
 
     assert "tokenized" in tokenized_line and "not comparable to sacreBLEU" in tokenized_line
-    assert "BLEU = 28.46 " in tokenized_line
+    assert "BLEU = 28.46, " in tokenized_line  # multi-bleu.perl's format
 
 
 def test_line_count_mismatch_names_both_files(wmt17, tmp_path):

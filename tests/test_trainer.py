@@ -133,3 +133,108 @@ def test_training_killed_with_sigkill_resumes_from_its_last_checkpoint(tmp_path)
     assert resumed.returncode == 0, resumed.stderr
     assert f"at step {saved_steps[-1]}." in resumed.stdout
     assert (output_dir / f"ckpt-{saved_steps[-1] + 2}.weights.h5").exists()
+
+
+USR_PROBLEM = '''
+from problems.algorithmic import AlgorithmicProblem
+from t2t_repro.data.problem import EVAL, TRAIN
+from t2t_repro.registry import problems
+
+
+@problems.register
+class UsrSort(AlgorithmicProblem):
+    num_symbols = 4
+    max_sequence_length = 6
+    num_examples = {TRAIN: 500, EVAL: 50}
+
+    def target_of(self, sequence):
+        return sorted(sequence)
+'''
+
+USR_HPARAMS = '''
+from hparams.transformer import transformer_tiny
+from t2t_repro.registry import hparams_sets
+
+
+@hparams_sets.register
+def usr_tiny():
+    hparams = transformer_tiny()
+    hparams.hidden_size = 32
+    hparams.filter_size = 64
+    hparams.num_hidden_layers = 1
+    hparams.batch_size = 128
+    hparams.max_length = 8
+    return hparams
+'''
+
+
+@pytest.fixture(params=["package", "modules"])
+def usr_dir(request, tmp_path):
+    """A user's folder registering `usr_sort` and `usr_tiny`: a package whose __init__ imports
+    its modules, or a plain folder of modules."""
+    folder = tmp_path / "my_t2t_usr"
+    folder.mkdir()
+    (folder / "usr_problem.py").write_text(USR_PROBLEM)
+    (folder / "usr_hparams.py").write_text(USR_HPARAMS)
+    if request.param == "package":
+        (folder / "__init__.py").write_text("from . import usr_hparams, usr_problem\n")
+    return folder
+
+
+def test_registry_help_lists_what_a_usr_dir_registers(usr_dir):
+    result = run_trainer(f"--t2t_usr_dir={usr_dir}", "--registry_help")
+    assert result.returncode == 0, result.stderr
+    assert "  usr_sort\n" in result.stdout and "  usr_tiny\n" in result.stdout
+    assert "  algorithmic_copy\n" in result.stdout
+
+
+def test_trains_a_usr_dir_problem_with_tensor2tensor_flag_names(tmp_path):
+    folder = tmp_path / "my_t2t_usr"
+    folder.mkdir()
+    (folder / "__init__.py").write_text(USR_PROBLEM + USR_HPARAMS)
+    output_dir = tmp_path / "run"
+    result = run_trainer(
+        f"--t2t_usr_dir={folder}", "--problem=usr_sort", "--hparams_set=usr_tiny",
+        f"--output_dir={output_dir}", "--train_steps=4", "--eval_steps=1",
+        "--eval_decode_examples=0", "--local_eval_frequency=2", "--log_step_count_steps=2",
+        "--save_checkpoints_secs=90",
+    )
+    assert result.returncode == 0, result.stderr
+    assert "step 2/4" in result.stdout and "step 4/4" in result.stdout
+    assert checkpoints.latest_checkpoint(output_dir).endswith("ckpt-4.weights.h5")
+    recorded = (output_dir / "flags.txt").read_text().splitlines()
+    for line in ("--eval_every=2", "--log_every=2", "--save_checkpoints_minutes=1.5",
+                 f"--t2t_usr_dir={folder}"):
+        assert line in recorded
+    assert not any(line.startswith("--save_checkpoints_secs") for line in recorded)
+
+
+@pytest.mark.parametrize("content, named", [
+    (None, "is not a folder"),
+    ({"broken.py": "import os\nundefined_name\n"}, "broken.py:2: NameError"),
+    ({"json.py": ""}, "module name 'json' is already taken"),
+    ({"notes.txt": ""}, "no __init__.py and no .py modules"),
+])
+def test_a_bad_usr_dir_is_a_one_line_error(tmp_path, content, named):
+    folder = tmp_path / "usr"
+    if content is not None:
+        folder.mkdir()
+        for name, text in content.items():
+            (folder / name).write_text(text)
+    result = run_trainer(f"--t2t_usr_dir={folder}", "--registry_help")
+    assert result.returncode != 0
+    assert named in result.stderr and "Traceback" not in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize("module, args, reached", [
+    ("t2t_repro.datagen", ["--data_dir={tmp}"], None),  # in-process problem: nothing to generate
+    ("t2t_repro.decoder", ["--hparams_set=usr_tiny", "--output_dir={tmp}"], "no checkpoint"),
+])
+def test_datagen_and_decoder_find_a_usr_dir_problem(usr_dir, tmp_path, module, args, reached):
+    result = run_module(module, f"--t2t_usr_dir={usr_dir}", "--problem=usr_sort",
+                        *(arg.format(tmp=tmp_path) for arg in args))
+    assert "Unknown problem" not in result.stderr and "Traceback" not in result.stderr
+    if reached is None:
+        assert result.returncode == 0, result.stderr
+    else:
+        assert reached in result.stderr, result.stderr

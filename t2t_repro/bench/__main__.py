@@ -1,10 +1,10 @@
 """Runs a benchmark: `python -m t2t_repro.bench pipeline [--help]`."""
 
-import os
 import sys
 
-# TensorFlow's C++ start-up chatter would otherwise interleave with the table.
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+from t2t_repro import quiet_tensorflow
+
+quiet_tensorflow.import_tensorflow()  # before anything imports it: see the module
 
 BENCHMARKS = {"decode": "t2t_repro.bench.decode", "pipeline": "t2t_repro.bench.pipeline"}
 

@@ -11,6 +11,12 @@ class ProblemDataError(ValueError):
     to fix it."""
 
 
+class UnencodableInputError(ValueError):
+    """Source text the problem's `encode` cannot represent; the message says what it accepts.
+
+    The decoder reports it with the file and line of the offending input."""
+
+
 TRAIN = "train"
 EVAL = "eval"
 MODES = (TRAIN, EVAL)
@@ -80,7 +86,8 @@ class Problem:
         return None
 
     def encode(self, text):
-        """Source text -> ids ending in EOS."""
+        """Source text -> ids ending in EOS; raises UnencodableInputError for text outside
+        what the problem accepts."""
         raise NotImplementedError
 
     def decode(self, ids):

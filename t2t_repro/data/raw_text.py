@@ -7,12 +7,13 @@ memory and an archive is never extracted to disk.
 
 import dataclasses
 import gzip
-import io
 import itertools
 import os
 import random
 import re
 import tarfile
+
+from t2t_repro.text_lines import TextLinesError, iter_lines
 
 # How many of an archive's member names a missing-member error lists.
 _MEMBER_NAMES_SHOWN = 10
@@ -51,20 +52,14 @@ def _label(source):
 
 
 def _decoded_lines(binary, name, label):
-    """UTF-8 lines of a binary stream called `name` (gunzipped if .gz), without line endings.
-
-    Lines end at "\\n" only, as sacreBLEU reads them: a lone "\\r" inside a line stays in it,
-    and only the "\\r" of a "\\r\\n" ending is removed.
-    """
+    """UTF-8 lines of a binary stream called `name` (gunzipped if .gz), without line endings,
+    split by the rule of `t2t_repro.text_lines` that the decoder and BLEU command share."""
     if _is_gzip(name):
         binary = gzip.GzipFile(fileobj=binary)
-    text = io.TextIOWrapper(binary, encoding="utf-8", newline="\n")
-    line_number = 0
     try:
-        for line_number, line in enumerate(text, 1):
-            yield line.removesuffix("\n").removesuffix("\r")
-    except UnicodeDecodeError as error:
-        raise RawDataError(f"{label} is not UTF-8 after line {line_number}: {error}") from error
+        yield from iter_lines(binary, label)
+    except TextLinesError as error:
+        raise RawDataError(str(error)) from error
 
 
 def read_text_lines(path):

@@ -55,8 +55,14 @@ def decode_id_lists(search, id_lists, batch_size, progress=None):
 
 def decode_texts(problem, search, texts, batch_size, progress=None):
     """Source texts -> each one's hypotheses as `[(text, score), ...]`, best first."""
-    outputs = decode_id_lists(search, [problem.encode(text) for text in texts], batch_size,
-                              progress)
+    return decode_encoded(problem, search, [problem.encode(text) for text in texts], batch_size,
+                          progress)
+
+
+def decode_encoded(problem, search, id_lists, batch_size, progress=None):
+    """Sources already encoded (`problem.encode`) -> each one's hypotheses as `[(text, score),
+    ...]`, best first; lets a caller reject unencodable input before decoding anything."""
+    outputs = decode_id_lists(search, id_lists, batch_size, progress)
     return [[(problem.decode(ids), float(score)) for ids, score in zip(beams, scores)]
             for beams, scores in outputs]
 

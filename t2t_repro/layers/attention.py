@@ -8,7 +8,7 @@ from keras import ops
 
 # Keras warns of a softmax over an axis of size 1. Attention over a single key is legitimate (the
 # first decoding step, a one-token source); the warning would repeat on every such call.
-warnings.filterwarnings("ignore", message="You are using a softmax over axis -1 of a tensor")
+_SINGLE_KEY_SOFTMAX_WARNING = "You are using a softmax over axis -1 of a tensor"
 
 
 def _large_negative(dtype):
@@ -33,7 +33,9 @@ def scaled_dot_product_attention(query, key, value, mask=None, dropout=None, tra
     logits = ops.matmul(query, ops.swapaxes(key, -1, -2)) / math.sqrt(depth)
     if mask is not None:
         logits = ops.where(mask, logits, _large_negative(logits.dtype))
-    weights = ops.softmax(logits, axis=-1)
+    with warnings.catch_warnings():  # scoped: importing the library changes no global filter
+        warnings.filterwarnings("ignore", message=_SINGLE_KEY_SOFTMAX_WARNING)
+        weights = ops.softmax(logits, axis=-1)
     if dropout is not None:
         weights = dropout(weights, training=training)
     return ops.matmul(weights, value), weights

@@ -1,6 +1,9 @@
 """Scaled dot-product attention, multi-head attention and the boolean masks (paper §3.2)."""
 
 import math
+import subprocess
+import sys
+import warnings
 
 import keras
 import numpy as np
@@ -176,3 +179,27 @@ def test_attention_dropout_only_in_training():
     inference = ops.convert_to_numpy(layer(x, training=False))
     np.testing.assert_allclose(inference, _np_multi_head(layer, x, x)[0], atol=1e-4)
     assert not np.allclose(ops.convert_to_numpy(layer(x, training=True)), inference)
+
+
+def test_importing_the_layers_leaves_the_warnings_filters_unchanged():
+    """A library must not change how the importing program's warnings are shown (Keras and
+    its dependencies add filters of their own, so they are imported first)."""
+    code = (
+        "import warnings\n"
+        "import keras\n"
+        "before = list(warnings.filters)\n"
+        "import t2t_repro.layers\n"
+        "assert warnings.filters == before, [f for f in warnings.filters if f not in before]\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+
+
+def test_attention_over_a_single_key_does_not_warn():
+    """One key (a one-token source, the first decoding step) is legitimate, not a mistake."""
+    x = keras.random.normal((1, 3, 8))
+    key = keras.random.normal((1, 1, 8))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        output, weights = scaled_dot_product_attention(x, key, key)
+    np.testing.assert_allclose(ops.convert_to_numpy(weights), 1.0)

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from problems.algorithmic import AlgorithmicCopy, AlgorithmicReverse
-from t2t_repro.data.problem import EVAL, TRAIN
+from t2t_repro.data.problem import EVAL, TRAIN, UnencodableInputError
 from t2t_repro.special_ids import EOS_ID
 
 
@@ -54,5 +54,12 @@ def test_text_round_trip_and_bad_symbols():
     assert ids == [5, 2, 11, EOS_ID]
     assert problem.decode(ids) == "3 0 9"
     assert problem.decode(np.array([5, 2, EOS_ID, 7, 0])) == "3 0"
-    with pytest.raises(ValueError, match=r"symbols 0\.\.9.*\[12\]"):
+    with pytest.raises(UnencodableInputError, match=r"symbols 0\.\.9.*'12'"):
         problem.encode("1 12")
+
+
+@pytest.mark.parametrize("text", ["1 x 2", "1 -1", "2.5", "1,2", "\u0663"])
+def test_text_outside_the_alphabet_raises_a_specific_error_saying_what_is_accepted(text):
+    """Not int()'s "invalid literal": the decoder turns this error into a report of the line."""
+    with pytest.raises(UnencodableInputError, match=r"accepts only the symbols 0\.\.9 separated"):
+        AlgorithmicReverse().encode(text)

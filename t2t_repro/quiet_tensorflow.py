@@ -1,0 +1,67 @@
+"""Imports TensorFlow without its C++ start-up lines that read like failures on a machine
+without a GPU, keeping everything else it prints. Every `python -m t2t_repro.<command>` that
+needs TensorFlow calls `import_tensorflow()` first.
+
+The lines come from C++ before Python's logging exists, and TF_CPP_MIN_LOG_LEVEL=2 does not stop
+them: absl prints every message (even INFO) until it is initialised, and the cuInit failure is
+an ERROR. Hiding CUDA devices (CUDA_VISIBLE_DEVICES=-1) does not avoid the cuInit call either.
+So stderr (file descriptor 2, which C++ writes to) is captured while TensorFlow is imported and
+looks for devices, and afterwards every captured line is written back except these known ones.
+"""
+
+import contextlib
+import os
+import re
+import sys
+import tempfile
+
+_ABSL_PREAMBLE = re.compile(
+    r"^WARNING: All log messages before absl::InitializeLog\(\) is called are written to STDERR$"
+)
+_NO_CUDA_DRIVER = re.compile(r"^I\d{4} .*cudart_stub\.cc:\d+\] Could not find cuda drivers")
+# Noise only when there is no CUDA driver at all; with one, a failed cuInit is a real error.
+_CUINIT_FAILED = re.compile(r"^E\d{4} .*\] failed call to cuInit: ")
+
+
+def without_startup_noise(text):
+    """`text` (captured stderr) without the known start-up lines of a machine without a GPU."""
+    lines = text.splitlines(keepends=True)
+    no_driver = any(_NO_CUDA_DRIVER.match(line) for line in lines)
+
+    def noise(line):
+        line = line.rstrip("\n")
+        return bool(_ABSL_PREAMBLE.match(line) or _NO_CUDA_DRIVER.match(line)
+                    or (no_driver and _CUINIT_FAILED.match(line)))
+
+    return "".join(line for line in lines if not noise(line))
+
+
+@contextlib.contextmanager
+def startup_noise_filtered():
+    """Captures file descriptor 2 for the block, then writes back all but the start-up noise
+    (even when the block raises)."""
+    sys.stderr.flush()
+    saved_stderr = os.dup(2)
+    with tempfile.TemporaryFile() as capture:
+        os.dup2(capture.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved_stderr, 2)
+            os.close(saved_stderr)
+            capture.seek(0)
+            kept = without_startup_noise(capture.read().decode("utf-8", errors="replace"))
+            if kept:
+                sys.stderr.write(kept)
+                sys.stderr.flush()
+
+
+def import_tensorflow():
+    """Imports TensorFlow and enumerates its devices (where cuInit is called) quietly."""
+    # CPU-feature and oneDNN notices are INFO lines that this level does stop.
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    with startup_noise_filtered():
+        import tensorflow as tf
+
+        tf.config.list_physical_devices()

@@ -1,0 +1,39 @@
+"""The one rule by which every command reads a text file as lines (no TensorFlow needed).
+
+A line ends at "\\n" only, as sacreBLEU and `wc -l` count lines: a "\\r" directly before the
+"\\n" belongs to the ending, while a lone "\\r", U+2028 or any other Unicode line separator stays
+inside its line. A last line without a final "\\n" is still a line. The decoder, the BLEU
+command and the raw-corpus readers all use it, so a stray "\\r" can never shift one file's lines
+against another's.
+"""
+
+
+class TextLinesError(ValueError):
+    """A file that is not UTF-8 text; the message names the file and the line."""
+
+
+def iter_lines(binary, label):
+    """Yields the UTF-8 lines of a binary stream without their endings.
+
+    Splitting the bytes before decoding gives the exact line of a decoding error (a "\\n" byte
+    never occurs inside a UTF-8 sequence), and reads one line at a time, so it suits stdin.
+
+    Args:
+        binary: a stream of bytes (an open file, a gzip or archive member, stdin's buffer).
+        label: how error messages name the stream (usually its path).
+    """
+    for line_number, raw in enumerate(binary, 1):
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError as error:
+            raise TextLinesError(
+                f"{label} is not UTF-8 text: line {line_number} has {error.reason} at byte "
+                f"{error.start} of the line; convert the file to UTF-8 (e.g. with iconv)."
+            ) from error
+        yield line.removesuffix("\n").removesuffix("\r") if line.endswith("\n") else line
+
+
+def read_lines(path):
+    """The lines of the UTF-8 text file at `path`, as a list (see the module's rule)."""
+    with open(path, "rb") as binary:
+        return list(iter_lines(binary, path))

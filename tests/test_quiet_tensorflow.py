@@ -1,0 +1,44 @@
+"""Entry points start without TensorFlow's C++ start-up lines that read like failures on a
+machine without a GPU, and without hiding anything else printed meanwhile."""
+
+import subprocess
+import sys
+
+from conftest import run_module
+from t2t_repro.quiet_tensorflow import without_startup_noise
+
+ABSL_PREAMBLE = ("WARNING: All log messages before absl::InitializeLog() is called are written "
+                 "to STDERR\n")
+NO_DRIVER = ("I0000 00:00:1795463644.549832    6210 cudart_stub.cc:31] Could not find cuda "
+             "drivers on your machine, GPU will not be used.\n")
+CUINIT = ("E0000 00:00:1795463647.300213    6210 cuda_platform.cc:52] failed call to cuInit: "
+          "INTERNAL: CUDA error: Failed call to cuInit: UNKNOWN ERROR (303)\n")
+REAL_ERROR = "E0000 00:00:1795463647.300299    6210 some_kernel.cc:12] a real failure\n"
+
+
+def test_an_entry_point_prints_only_its_own_message(tmp_path):
+    """avg_checkpoints imports TensorFlow, then fails on an empty run folder."""
+    result = run_module("t2t_repro.avg_checkpoints", f"--output_dir={tmp_path}")
+    assert result.returncode != 0
+    for noise in ("absl::InitializeLog", "cudart_stub", "cuInit"):
+        assert noise not in result.stderr
+    assert result.stderr.strip() == f"error: No checkpoints (ckpt-<step>.weights.h5) in {tmp_path}."
+
+
+def test_other_lines_written_to_file_descriptor_2_meanwhile_still_show():
+    code = (
+        "import os\n"
+        "from t2t_repro.quiet_tensorflow import startup_noise_filtered\n"
+        "with startup_noise_filtered():\n"
+        f"    os.write(2, {(ABSL_PREAMBLE + NO_DRIVER + REAL_ERROR + CUINIT).encode()!r})\n"
+        "    print('from python', file=__import__('sys').stderr)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == REAL_ERROR + "from python\n"
+
+
+def test_a_failed_cuinit_shows_when_a_cuda_driver_is_installed():
+    """Only with no driver at all is the failure expected; with one, it is a real problem."""
+    assert without_startup_noise(ABSL_PREAMBLE + CUINIT + REAL_ERROR) == CUINIT + REAL_ERROR
+    assert without_startup_noise(ABSL_PREAMBLE + NO_DRIVER + CUINIT) == ""
