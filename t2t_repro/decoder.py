@@ -98,6 +98,16 @@ def encode_lines(problem, lines, path):
     return id_lists
 
 
+def check_source_lengths(model, id_lists, path):
+    """Raises ConfigurationError naming `path` and the first line whose source does not fit
+    the model (a learned position table of max_length rows), before any decoding."""
+    for line_number, ids in enumerate(id_lists, 1):
+        try:
+            model.check_length(len(ids), "source")
+        except ValueError as error:
+            raise ConfigurationError(f"{path} line {line_number}: {error}") from None
+
+
 def read_sources(problem):
     """--decode_from_file encoded, and --decode_reference's lines (or None), checked before
     the model is loaded."""
@@ -129,7 +139,7 @@ def decode_file(problem, search, decode_hparams, sources, id_lists, references):
 
 def decode_interactively(problem, search, decode_hparams):
     """Decodes stdin line by line (lines split as files are); a line the problem cannot
-    encode is reported on stderr and skipped."""
+    encode, or longer than the model takes, is reported on stderr and skipped."""
     from t2t_repro.data.problem import UnencodableInputError
     from t2t_repro.decoding.text_decoding import decode_encoded
 
@@ -145,7 +155,8 @@ def decode_interactively(problem, search, decode_hparams):
             return
         try:
             ids = problem.encode(line)
-        except UnencodableInputError as error:
+            search.model.check_length(len(ids), "source")
+        except (UnencodableInputError, ValueError) as error:
             print(f"error: stdin line {line_number} skipped: {error}", file=sys.stderr, flush=True)
             continue
         beams = decode_encoded(problem, search, [ids], batch_size=1)[0]
@@ -164,6 +175,8 @@ def run():
     sources = read_sources(problem) if FLAGS.decode_from_file else None
     checkpoint = resolve_checkpoint(FLAGS.checkpoint_path or FLAGS.output_dir)
     model = load_trained_model(FLAGS.model, hparams, problem, checkpoint)
+    if sources is not None:
+        check_source_lengths(model, sources[1], FLAGS.decode_from_file)
     print(f"Decoding with {checkpoint}: beam_size={decode_hparams.beam_size}, "
           f"alpha={decode_hparams.alpha}, extra_length={decode_hparams.extra_length}.",
           file=sys.stderr)

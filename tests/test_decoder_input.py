@@ -67,3 +67,38 @@ def test_a_stdin_line_the_problem_cannot_encode_is_reported_and_skipped(reverse_
     assert result.returncode == 0, result.stderr
     assert "stdin line 2 skipped: algorithmic_reverse accepts only the symbols" in result.stderr
     assert len(result.stdout.splitlines()) == 2
+
+
+@pytest.fixture(scope="module")
+def learned_positions_run(tmp_path_factory):
+    """A learned-position model whose table holds 8 positions, trained 2 steps."""
+    output_dir = tmp_path_factory.mktemp("decoder_input_learned") / "run"
+    result = run_module(
+        "t2t_repro.trainer", "--problem=algorithmic_reverse", "--hparams_set=transformer_tiny",
+        "--hparams=batch_size=256,max_length=8,position_encoding=learned",
+        f"--output_dir={output_dir}", "--train_steps=2", "--save_checkpoints_steps=2",
+        "--schedule=train",
+    )
+    assert result.returncode == 0, result.stderr
+    return output_dir
+
+
+def test_a_file_line_longer_than_the_position_table_stops_before_decoding(
+        learned_positions_run, tmp_path):
+    sources = tmp_path / "sources.txt"
+    sources.write_text("1 2 3\n" + " ".join("1" * 9) + "\n")  # 9 symbols + EOS: 10 positions
+    decodes = tmp_path / "decodes.txt"
+    result = run_decoder(learned_positions_run, f"--decode_from_file={sources}",
+                         f"--decode_to_file={decodes}")
+    assert result.returncode != 0
+    assert f"{sources} line 2: The source has 10 positions" in result.stderr
+    assert "max_length=8" in result.stderr and "Traceback" not in result.stderr
+    assert not decodes.exists()
+
+
+def test_a_stdin_line_longer_than_the_position_table_is_reported_and_skipped(
+        learned_positions_run):
+    result = run_decoder(learned_positions_run, input="1 2\n" + " ".join("1" * 9) + "\n3\n")
+    assert result.returncode == 0, result.stderr
+    assert "stdin line 2 skipped: The source has 10 positions" in result.stderr
+    assert len(result.stdout.splitlines()) == 2
