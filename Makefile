@@ -17,18 +17,20 @@ $(VENV)/.installed: pyproject.toml
 setup: $(VENV)/.installed
 
 # Trains transformer_tiny on sequence reversal from scratch (DEMO_DIR is wiped first), then
-# greedy-decodes held-out sequences beside their targets. Dropout is off (the task has no noise
-# to overfit), LayerNorm comes first and the learning rate is half the tiny set's: with the
-# paper's post-norm this task stalls for a seed-dependent while (81-99% token accuracy at step
-# 1500 over three seeds), and at the full rate even pre-norm ended one seed in three at 91%;
-# at half the rate seeds 1, 2 and 3 reach 98.7-99.3% by step 1200.
+# greedy-decodes held-out sequences beside their targets. Not the paper's settings, on purpose:
+# dropout is off (the task has no noise to overfit), LayerNorm comes first, the learning rate is
+# a quarter of the tiny set's, and Adam's beta2 is 0.999. With the paper's beta2 of 0.98 this
+# small model kept spiking once it was nearly right (seed 1 fell from 98.9% to 94.0% token
+# accuracy between steps 1200 and 1600, and none of the learning rates, label smoothings and
+# gradient clipping tried held 99% on both seeds 1 and 2 up to step 2000); the longer memory of
+# the second moment stops the spikes.
 demo: setup
 	rm -rf $(DEMO_DIR)
 	$(BIN)/python -m t2t_repro.trainer --problem=algorithmic_reverse \
 	  --hparams_set=transformer_tiny \
-	  --hparams=layer_prepostprocess_dropout=0.0,normalize_first=true,learning_rate_constant=1.0 \
-	  --output_dir=$(DEMO_DIR) --train_steps=1200 --eval_every=400 --log_every=200 \
-	  --random_seed=1 --decode_examples=200
+	  --hparams=layer_prepostprocess_dropout=0.0,normalize_first=true,learning_rate_constant=0.5,optimizer_adam_beta2=0.999 \
+	  --output_dir=$(DEMO_DIR) --train_steps=2000 --eval_every=400 --log_every=200 \
+	  --eval_decode_examples=0 --random_seed=1 --decode_examples=200
 
 test: setup
 	$(BIN)/python -m pytest
