@@ -8,10 +8,12 @@ DEMO_DIR ?= runs/algorithmic_reverse
 .PHONY: setup demo test
 
 # Reinstalls when pyproject.toml changes; the stamp file marks a finished install.
+# setuptools tells every editable install of a flat layout that folders named like its packages
+# may shadow them; here those folders are the packages themselves, so that one notice is muted.
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e ".[test]"
+	PYTHONWARNINGS="ignore:Editable installation" $(BIN)/python -m pip install --quiet -e ".[test]"
 	touch $@
 
 setup: $(VENV)/.installed
