@@ -10,6 +10,7 @@ import pytest
 
 from conftest import run_module
 from t2t_repro import registry
+from t2t_repro import usr_dir as usr_dir_lib
 from t2t_repro.training import checkpoints
 
 TINY_RUN = [
@@ -17,7 +18,7 @@ TINY_RUN = [
     "--hparams_set=transformer_tiny",
     "--hparams=batch_size=256,max_length=24",
     "--eval_steps=2",
-    "--eval_decode_examples=4",  # beam search at every eval; a few sentences show it runs
+    "--eval_decode_examples=0",  # no beam search (its compilation is most of a tiny run)
     "--log_every=5",
 ]
 
@@ -87,7 +88,8 @@ def test_run_writes_its_config_resumes_from_flagfile_and_refuses_other_hparams(t
 
     # Evaluating the run later leaves its flags.txt as the record of how it trains.
     flags_before = (output_dir / "flags.txt").read_text()
-    evaluated = run_trainer(*TINY_RUN, f"--output_dir={output_dir}", "--schedule=evaluate")
+    evaluated = run_trainer(*TINY_RUN, f"--output_dir={output_dir}", "--schedule=evaluate",
+                            "--eval_decode_examples=4")  # a few sentences show beam search runs
     assert evaluated.returncode == 0, evaluated.stderr
     assert "eval at step 15 |" in evaluated.stdout and "exact_match" in evaluated.stdout
     assert (output_dir / "flags.txt").read_text() == flags_before
@@ -209,29 +211,41 @@ def test_trains_a_usr_dir_problem_with_tensor2tensor_flag_names(tmp_path):
     assert not any(line.startswith("--save_checkpoints_secs") for line in recorded)
 
 
+def test_a_usr_dir_that_fails_to_import_is_a_one_line_error_naming_the_line(tmp_path):
+    folder = tmp_path / "usr"
+    folder.mkdir()
+    (folder / "broken.py").write_text("import os\nundefined_name\n")
+    result = run_trainer(f"--t2t_usr_dir={folder}", "--registry_help")
+    assert result.returncode != 0
+    assert "broken.py:2: NameError" in result.stderr and "Traceback" not in result.stderr
+
+
 @pytest.mark.parametrize("content, named", [
     (None, "is not a folder"),
-    ({"broken.py": "import os\nundefined_name\n"}, "broken.py:2: NameError"),
     ({"json.py": ""}, "module name 'json' is already taken"),
     ({"notes.txt": ""}, "no __init__.py and no .py modules"),
 ])
-def test_a_bad_usr_dir_is_a_one_line_error(tmp_path, content, named):
+def test_a_bad_usr_dir_is_refused_before_anything_is_imported(tmp_path, content, named):
     folder = tmp_path / "usr"
     if content is not None:
         folder.mkdir()
         for name, text in content.items():
             (folder / name).write_text(text)
-    result = run_trainer(f"--t2t_usr_dir={folder}", "--registry_help")
-    assert result.returncode != 0
-    assert named in result.stderr and "Traceback" not in result.stderr, result.stderr
+    path_before = list(sys.path)
+    with pytest.raises(usr_dir_lib.UsrDirError, match=named):
+        usr_dir_lib.import_usr_dir(str(folder))
+    assert sys.path == path_before
 
 
 @pytest.mark.parametrize("module, args, reached", [
     ("t2t_repro.datagen", ["--data_dir={tmp}"], None),  # in-process problem: nothing to generate
     ("t2t_repro.decoder", ["--hparams_set=usr_tiny", "--output_dir={tmp}"], "no checkpoint"),
 ])
-def test_datagen_and_decoder_find_a_usr_dir_problem(usr_dir, tmp_path, module, args, reached):
-    result = run_module(module, f"--t2t_usr_dir={usr_dir}", "--problem=usr_sort",
+def test_datagen_and_decoder_find_a_usr_dir_problem(tmp_path, module, args, reached):
+    folder = tmp_path / "my_t2t_usr"
+    folder.mkdir()
+    (folder / "__init__.py").write_text(USR_PROBLEM + USR_HPARAMS)
+    result = run_module(module, f"--t2t_usr_dir={folder}", "--problem=usr_sort",
                         *(arg.format(tmp=tmp_path) for arg in args))
     assert "Unknown problem" not in result.stderr and "Traceback" not in result.stderr
     if reached is None:
