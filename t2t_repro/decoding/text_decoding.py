@@ -93,7 +93,10 @@ class DecodeEvaluation:
         outputs = decode_id_lists(self._search, self.input_ids, self.decode_hparams.batch_size)
         return [self.problem.decode(beams[0]) for beams, _ in outputs]
 
+    def score(self, decodes):
+        """`{metric: value}` of decoded texts of the examples, in their order."""
+        return self.problem.decode_metrics(self.input_texts, decodes, self.target_texts)
+
     def __call__(self, model):
         """`{metric: value}` of `model`'s decodes."""
-        return self.problem.decode_metrics(self.input_texts, self.decode(model),
-                                           self.target_texts)
+        return self.score(self.decode(model))

@@ -194,5 +194,4 @@ class TrainingRun:
                             (f"decodes-{step}.txt", decodes)):
             with open(os.path.join(directory, name), "w", encoding="utf-8") as f:
                 f.writelines(f"{line}\n" for line in lines)
-        return evaluation.problem.decode_metrics(evaluation.input_texts, decodes,
-                                                 evaluation.target_texts)
+        return evaluation.score(decodes)
