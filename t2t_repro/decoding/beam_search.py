@@ -12,6 +12,12 @@ only fall and, for α ≥ 0, lp only rises, so nothing live can still enter the 
 The search is independent of the model: a step function maps the live sequences to next-token
 logits and carries a per-hypothesis state (the attention cache), which the search reorders as
 hypotheses are kept or dropped.
+
+Two drivers run the same step: the graph loop (`keras.ops.while_loop`: one compiled program for
+the whole search, no host round trip, exportable) and the host loop (a Python loop over the
+compiled step that checks `done` on the host after every position; kept as the reference the
+graph loop is tested and benchmarked against, and for step functions whose shapes change every
+step).
 """
 
 import dataclasses
@@ -33,14 +39,19 @@ def length_penalty(length, alpha):
     return ops.power((5.0 + ops.cast(length, "float32")) / 6.0, alpha)
 
 
+LOOPS = ("graph", "host")
+
+
 @dataclasses.dataclass
 class BeamSearchOutput:
     """`ids` [batch, beam, length]: each sentence's finished hypotheses, best first, EOS
     included (unless cut at the maximum length) and 0-padded; `scores` [batch, beam]:
-    log P / length penalty."""
+    log P / length penalty; `steps`: the positions decoded (fewer than the longest maximum
+    length when every sentence stopped early)."""
 
     ids: np.ndarray
     scores: np.ndarray
+    steps: int = None
 
     def best(self):
         """[batch, length]: the best hypothesis of each sentence."""
@@ -62,22 +73,35 @@ class BeamSearch:
         eos_id: the end-of-sentence id.
         force_max_length: never end a hypothesis with EOS, so every sentence decodes exactly
             its maximum length (for benchmarks that need a fixed amount of work).
-        variables, jit_compile, fixed_shapes: how to compile the step (`compile_for_backend`).
+        variables, jit_compile, fixed_shapes: how to compile the step or the loop
+            (`compile_for_backend`).
+        loop: "graph" runs every position inside one compiled `while_loop`; "host" calls the
+            compiled step once per position from Python (the reference; needed when the
+            step's shapes change from one position to the next).
     """
 
     def __init__(self, step_fn, beam_size, alpha, eos_id=EOS_ID, force_max_length=False,
-                 variables=(), jit_compile=False, fixed_shapes=True):
+                 variables=(), jit_compile=False, fixed_shapes=True, loop="host"):
         if beam_size < 1:
             raise ValueError(f"beam_size must be at least 1, got {beam_size}.")
         if alpha < 0:
             raise ValueError(f"alpha must be >= 0 (the early stop relies on it), got {alpha}.")
+        if loop not in LOOPS:
+            raise ValueError(f"loop must be one of {LOOPS}, got {loop!r}.")
         self.beam_size = beam_size
         self.alpha = alpha
         self.eos_id = eos_id
         self.force_max_length = force_max_length
-        self._step = compile_for_backend(
-            functools.partial(self._search_step, step_fn), variables, jit_compile, fixed_shapes
-        )
+        self.loop = loop
+        self.step_fn = step_fn
+        if loop == "host":
+            self._step = compile_for_backend(
+                functools.partial(self._search_step, step_fn), variables, jit_compile,
+                fixed_shapes,
+            )
+        else:
+            self._loop = compile_for_backend(self.search_loop, variables, jit_compile,
+                                             fixed_shapes)
 
     def __call__(self, state, constants, max_lengths, sequence_length=None):
         """Decodes a batch and returns a BeamSearchOutput.
@@ -92,27 +116,66 @@ class BeamSearch:
         if max_lengths.min() < 1:
             raise ValueError(f"every maximum output length must be >= 1, got {max_lengths}.")
         batch_size, length = len(max_lengths), int(max_lengths.max())
-        search = self._initial_search(batch_size, max(length, sequence_length or 0))
+        search = self.initial_search(batch_size, max(length, sequence_length or 0))
         constants = {"model": constants, "max_lengths": ops.convert_to_tensor(max_lengths)}
+        if self.loop == "graph":
+            search, steps = self._loop(search, state, constants)
+            steps = int(ops.convert_to_numpy(steps))
+        else:
+            search, steps = self._host_loop(search, state, constants, length)
+        ids = ops.convert_to_numpy(search["finished_seq"])[:, :, 1:]
+        written = np.flatnonzero((ids != 0).any(axis=(0, 1)))
+        used = written[-1] + 1 if written.size else 1
+        return BeamSearchOutput(ids[:, :, :used], ops.convert_to_numpy(search["finished_scores"]),
+                                steps)
+
+    def _host_loop(self, search, state, constants, length):
+        steps = 0
         for position in range(length):
             search, state = self._step(
                 search, state, constants, ops.convert_to_tensor(position, "int32")
             )
+            steps += 1
             if ops.convert_to_numpy(ops.all(search["done"])):
                 break
-        ids = ops.convert_to_numpy(search["finished_seq"])[:, :, 1:]
-        written = np.flatnonzero((ids != 0).any(axis=(0, 1)))
-        used = written[-1] + 1 if written.size else 1
-        return BeamSearchOutput(ids[:, :, :used], ops.convert_to_numpy(search["finished_scores"]))
+        return search, steps
 
-    def _initial_search(self, batch_size, length):
+    def search_loop(self, search, state, constants):
+        """The whole search as one `while_loop` of `_search_step`, until every sentence is
+        done: `(search, steps)`. Runs inside whatever program its caller compiles (the
+        exporter traces it into a SavedModel)."""
+
+        def unfinished(position, search, state):
+            return ops.logical_not(ops.all(search["done"]))
+
+        def step(position, search, state):
+            search, state = self._search_step(self.step_fn, search, state, constants, position)
+            return position + 1, search, state
+
+        # Every sentence is done by its maximum length, so the loop ends by then.
+        steps, search, _ = ops.while_loop(
+            unfinished, step, (ops.convert_to_tensor(0, "int32"), search, state)
+        )
+        return search, steps
+
+    def graph_search(self, state, constants, max_lengths, sequence_length):
+        """Tensors in, tensors out, no host work, for a caller's compiled program:
+        `(ids [batch, beam, sequence_length], scores [batch, beam])`, ids 0-padded.
+        `max_lengths` [batch] int32 (each >= 1, at most `sequence_length`), may be symbolic."""
+        search = self.initial_search(ops.shape(max_lengths)[0], sequence_length)
+        search, _ = self.search_loop(search, state, {"model": constants,
+                                                     "max_lengths": max_lengths})
+        return search["finished_seq"][:, :, 1:], search["finished_scores"]
+
+    def initial_search(self, batch_size, length):
+        """The search's starting tensors for `length` output positions (sizes may be
+        symbolic)."""
         beam = self.beam_size
         # All beams start as the same empty hypothesis; only the first may expand at first.
-        first_only = np.full((batch_size, beam), NEG_INF, np.float32)
-        first_only[:, 0] = 0.0
+        first_only = ops.where(ops.arange(beam) == 0, 0.0, NEG_INF)
         return {
             "alive_seq": ops.zeros((batch_size, beam, length + 1), "int32"),
-            "alive_log_probs": ops.convert_to_tensor(first_only),
+            "alive_log_probs": ops.zeros((batch_size, beam), "float32") + first_only,
             "finished_seq": ops.zeros((batch_size, beam, length + 1), "int32"),
             "finished_scores": ops.full((batch_size, beam), NEG_INF, "float32"),
             "done": ops.zeros((batch_size,), "bool"),

@@ -16,9 +16,11 @@ SHAPE_MULTIPLE = 16
 def padded_length(length, limit=None):
     """`length` rounded up to a multiple of SHAPE_MULTIPLE, but not past `limit` (>= length; a
     learned position table's size, which padding must not outgrow): the size sources and
-    caches get."""
-    padded = -(-length // SHAPE_MULTIPLE) * SHAPE_MULTIPLE
-    return padded if limit is None else min(padded, limit)
+    caches get. `length` may be a scalar tensor (in a traced program)."""
+    padded = (length + SHAPE_MULTIPLE - 1) // SHAPE_MULTIPLE * SHAPE_MULTIPLE
+    if limit is None:
+        return padded
+    return min(padded, limit) if isinstance(padded, int) else ops.minimum(padded, limit)
 
 
 class TransformerBeamSearch:
@@ -37,10 +39,13 @@ class TransformerBeamSearch:
         jit_compile: compile with XLA under TensorFlow, not only as a graph (cached decoder
             only; the uncached one changes shape every step). JAX always jit-compiles the
             cached decoder.
+        loop: "graph" (the whole search is one compiled `while_loop`) or "host" (a Python
+            loop over the compiled step; see `BeamSearch`). The uncached decoder always runs
+            on the host loop: its shapes change every step.
     """
 
     def __init__(self, model, beam_size=4, alpha=0.6, extra_length=50, use_cache=True,
-                 force_max_length=False, jit_compile=False):
+                 force_max_length=False, jit_compile=False, loop="graph"):
         self.model = model
         self.beam_size = beam_size
         self.extra_length = extra_length
@@ -49,7 +54,7 @@ class TransformerBeamSearch:
         self.search = BeamSearch(
             step_fn, beam_size, alpha, force_max_length=force_max_length,
             variables=model.variables, jit_compile=jit_compile and use_cache,
-            fixed_shapes=use_cache,
+            fixed_shapes=use_cache, loop=loop if use_cache else "host",
         )
 
     def max_lengths(self, inputs):
@@ -81,15 +86,39 @@ class TransformerBeamSearch:
                                           - inputs.shape[1])))
         memory, memory_mask = self.model.encode(ops.convert_to_tensor(inputs), training=False)
         sequence_length = padded_length(int(np.max(max_lengths)), limit)
+        state, constants = self._search_inputs(memory, memory_mask, sequence_length)
+        return self.search(state, constants, max_lengths, sequence_length)
+
+    def graph_decode(self, inputs):
+        """`inputs` [batch, source_length] int32 (0-padded; sizes may be symbolic) ->
+        `(ids [batch, beam, length], scores [batch, beam])`, all in tensor ops with the same
+        padding and maximum lengths as `__call__`, for tracing into a compiled program such as
+        an exported SavedModel. The caller keeps sources within `model.max_positions`."""
+        limit = self.model.max_positions
+        lengths = ops.sum(ops.cast(inputs != PAD_ID, "int32"), axis=1)
+        width = ops.max(ops.concatenate([lengths, ops.ones((1,), "int32")]))
+        inputs = inputs[:, :width]
+        inputs = ops.pad(inputs, ((0, 0), (0, padded_length(width, limit) - width)))
+        max_lengths = lengths + self.extra_length
+        if limit is not None:
+            max_lengths = ops.minimum(max_lengths, limit)
+        max_lengths = ops.maximum(max_lengths, 1)
+        memory, memory_mask = self.model.encode(inputs, training=False)
+        sequence_length = padded_length(ops.max(max_lengths), limit)
+        state, constants = self._search_inputs(memory, memory_mask, sequence_length)
+        return self.search.graph_search(state, constants, max_lengths, sequence_length)
+
+    def _search_inputs(self, memory, memory_mask, sequence_length):
+        """The step function's `(state, constants)` for the encoded batch, per beam."""
         if self.use_cache:
             state = self.model.empty_self_attention_cache(
-                len(inputs) * self.beam_size, sequence_length, memory.dtype
+                ops.shape(memory)[0] * self.beam_size, sequence_length, memory.dtype
             )
             # Projected once per sentence, then shared by its beams.
             constants = (self.model.memory_key_values(memory), memory_mask)
         else:
             state, constants = (), (memory, memory_mask)
-        return self.search(state, self._per_beam(constants), max_lengths, sequence_length)
+        return state, self._per_beam(constants)
 
     def _per_beam(self, tensors):
         """Each sentence's rows repeated beam_size times, as the search's rows are laid out."""
