@@ -83,6 +83,11 @@ class AlgorithmicProblem(Problem):
             )
         return self._ids([int(token) for token in tokens])
 
+    def graph_text(self):
+        from t2t_repro.data.graph_text import SymbolGraphText
+
+        return SymbolGraphText(self.num_symbols, _RESERVED_IDS, self.name)
+
     def decode(self, ids):
         symbols = []
         for token in ids:

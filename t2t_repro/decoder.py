@@ -21,36 +21,19 @@ quiet_tensorflow.import_tensorflow()  # before anything imports it: see the modu
 
 from absl import app, flags  # noqa: E402
 
-from t2t_repro import model_flags, problem_flags, usr_dir  # noqa: E402
+from t2t_repro import checkpoint_flags, model_flags, problem_flags, usr_dir  # noqa: E402
 from t2t_repro.command_line import exit_on_usage_errors  # noqa: E402
 from t2t_repro.model_flags import ConfigurationError  # noqa: E402
 from t2t_repro.text_lines import TextLinesError, iter_lines, read_lines  # noqa: E402
 
 FLAGS = flags.FLAGS
 
-flags.DEFINE_string("checkpoint_path", None,
-                    "Checkpoint file or directory (its latest checkpoint); default: the latest "
-                    "in --output_dir.")
 flags.DEFINE_string("decode_from_file", None,
                     "Source text, one sentence per line; without it, lines are read from stdin.")
 flags.DEFINE_string("decode_to_file", None,
                     "Where the decodes go, one per line (default: stdout).")
 flags.DEFINE_string("decode_reference", None,
                     "Reference text aligned with --decode_from_file: print the problem's scores.")
-
-
-def resolve_checkpoint(path):
-    from t2t_repro.training.checkpoints import latest_checkpoint
-
-    if os.path.isfile(path):
-        return path
-    checkpoint = latest_checkpoint(path)
-    if checkpoint is None:
-        raise ConfigurationError(
-            f"no checkpoint (ckpt-<step>.weights.h5) in {path}; train first, or point "
-            f"--checkpoint_path at a checkpoint file or a directory holding one."
-        )
-    return checkpoint
 
 
 def write_lines_atomically(lines, path):
@@ -173,7 +156,7 @@ def run():
     model_flags.check_model_name()
     decode_hparams = create_decode_hparams(problem, FLAGS.decode_hparams)
     sources = read_sources(problem) if FLAGS.decode_from_file else None
-    checkpoint = resolve_checkpoint(FLAGS.checkpoint_path or FLAGS.output_dir)
+    checkpoint = checkpoint_flags.resolve_checkpoint()
     model = load_trained_model(FLAGS.model, hparams, problem, checkpoint)
     if sources is not None:
         check_source_lengths(model, sources[1], FLAGS.decode_from_file)

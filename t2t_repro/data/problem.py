@@ -94,6 +94,14 @@ class Problem:
         """Target ids -> text, stopping at the first EOS and dropping padding."""
         raise NotImplementedError
 
+    def graph_text(self):
+        """The problem's `encode`/`decode` as TensorFlow ops (`data.graph_text`), which an
+        exported model runs in its graph."""
+        raise NotImplementedError(
+            f"{self.name} has no in-graph text codec (Problem.graph_text), so it cannot be "
+            f"exported; implement graph_text() for it."
+        )
+
     def default_decode_hparams(self):
         """Beam search settings: the paper's for translation (§6.1): beam 4, length penalty
         α = 0.6, outputs up to the input length + 50; `batch_size` counts sentences."""

@@ -155,6 +155,11 @@ class TextPairProblem(Problem):
     def decode(self, ids):
         return self.vocabulary.decode(ids)
 
+    def graph_text(self):
+        from t2t_repro.data.graph_text import SubwordGraphText
+
+        return SubwordGraphText(self.vocabulary)
+
     def length_histogram(self, mode):
         lengths = self.metadata()["splits"][mode]["length_histogram"]
         return {int(length): count for length, count in lengths.items()}

@@ -19,6 +19,12 @@ def checkpoint_path(directory, step):
     return os.path.join(directory, f"ckpt-{step}.weights.h5")
 
 
+def checkpoint_step(path):
+    """The training step in a checkpoint's file name (`ckpt-<step>.weights.h5`), or None."""
+    match = _CHECKPOINT_PATTERN.match(os.path.basename(path))
+    return int(match.group(1)) if match else None
+
+
 def list_checkpoints(directory):
     """[(step, path)] of the complete checkpoints in `directory`, oldest first."""
     if not os.path.isdir(directory):

@@ -1,0 +1,69 @@
+"""A problem's text <-> ids inside a TensorFlow graph, for exported models: the same ids and
+texts as the problem's Python `encode` / `decode`, so a SavedModel takes and returns text with
+nothing of this package at serving time.
+
+`encode` gives ragged ids without EOS (the exporter appends it, as `Problem.encode` does);
+`decode` reads ids [..., length] up to the first EOS, skipping padding.
+"""
+
+import tensorflow as tf
+
+from t2t_repro.special_ids import EOS_ID, PAD_ID
+
+
+def texts_of_ids(ids, texts_of_rows):
+    """`texts_of_rows(ragged [rows, (n)]) -> [rows]` applied to each row of `ids` [..., length]
+    cut before its first EOS, padding dropped; returns texts shaped `ids` less its last axis."""
+    before_eos = tf.math.cumsum(tf.cast(ids == EOS_ID, tf.int32), axis=-1, exclusive=True) == 0
+    rows = tf.reshape(ids, [-1, tf.shape(ids)[-1]])
+    keep = tf.reshape(before_eos & (ids != EOS_ID) & (ids != PAD_ID), tf.shape(rows))
+    return tf.reshape(texts_of_rows(tf.ragged.boolean_mask(rows, keep)), tf.shape(ids)[:-1])
+
+
+class SubwordGraphText(tf.Module):
+    """tensorflow-text's SentencepieceTokenizer over a problem's sentencepiece model (the
+    vocabulary's bytes are held in the graph; `model_file` is also tracked as a SavedModel
+    asset, so the export carries the vocabulary as a file too)."""
+
+    def __init__(self, vocabulary):
+        super().__init__(name="subword_text")
+        self.tokenizer = vocabulary.graph_tokenizer()
+        self.vocabulary_file = tf.saved_model.Asset(vocabulary.model_path)
+
+    def encode(self, texts):
+        return self.tokenizer.tokenize(texts)
+
+    def decode(self, ids):
+        return texts_of_ids(ids, self.tokenizer.detokenize)
+
+
+class SymbolGraphText(tf.Module):
+    """Space-separated symbols 0..num_symbols-1 as ids `symbol + first_id` (the algorithmic
+    problems). A token that is not such a symbol fails the call with the accepted range named."""
+
+    def __init__(self, num_symbols, first_id, problem_name):
+        super().__init__(name="symbol_text")
+        self.num_symbols = num_symbols
+        self.first_id = first_id
+        self.problem_name = problem_name
+
+    def encode(self, texts):
+        tokens = tf.strings.split(texts)
+        digits = tf.strings.regex_full_match(tokens.flat_values, "[0-9]{1,9}")
+        values = tf.where(digits, tf.strings.to_number(
+            tf.where(digits, tokens.flat_values, "0"), tf.int32), -1)
+        valid = tf.reduce_all((values >= 0) & (values < self.num_symbols))
+        checked = tf.debugging.Assert(valid, [
+            f"{self.problem_name} accepts only the symbols 0..{self.num_symbols - 1} separated "
+            f"by spaces; got", tf.boolean_mask(tokens.flat_values,
+                                               (values < 0) | (values >= self.num_symbols)),
+        ])
+        with tf.control_dependencies([checked]):
+            return tokens.with_flat_values(values + self.first_id)
+
+    def decode(self, ids):
+        return texts_of_ids(ids, self._symbols_text)
+
+    def _symbols_text(self, ids):
+        symbols = tf.ragged.boolean_mask(ids, ids >= self.first_id) - self.first_id
+        return tf.strings.reduce_join(tf.strings.as_string(symbols), axis=1, separator=" ")

@@ -1,0 +1,112 @@
+"""A trained model as a SavedModel that takes text and returns text, in TF Serving's layout.
+
+Everything runs in the graph: the problem's tokenizer (`Problem.graph_text`), EOS appended, the
+input limit checked, the cached beam search (`TransformerBeamSearch.graph_decode`, one
+`while_loop`) with the decode hparams baked in, and detokenization. Loading it needs TensorFlow
+and TensorFlow Text only.
+
+Signatures, both taking `inputs` tf.string [batch]:
+    serving_default  `outputs` tf.string [batch] (the best hypothesis), `scores` float32 [batch]
+    beams            `outputs` tf.string [batch, beam], `scores` float32 [batch, beam], best first
+A score is log P / ((5 + length) / 6)^alpha, as the decoder's `return_beams` prints it. Empty and
+whitespace-only inputs give an empty output and score 0.
+"""
+
+import json
+import os
+import time
+
+import tensorflow as tf
+
+from t2t_repro.decoding.text_decoding import create_search
+from t2t_repro.special_ids import EOS_ID
+
+BEST_SIGNATURE = "serving_default"
+BEAMS_SIGNATURE = "beams"
+EXPORT_INFO_FILE = os.path.join("assets.extra", "export_info.json")
+
+
+class ExportError(ValueError):
+    """An export that cannot be written as asked; the message says what to change."""
+
+
+def input_limit(model, max_input_tokens=None):
+    """The most source tokens (EOS included) the export takes: `max_input_tokens`, or the
+    model's `hparams.max_length`; never more than a learned position table's rows."""
+    limit = max_input_tokens or model.hparams.max_length
+    if model.max_positions is not None and limit > model.max_positions:
+        raise ExportError(
+            f"max_input_tokens={limit} is more than the learned position table's "
+            f"max_length={model.max_positions} rows; use at most {model.max_positions}."
+        )
+    return limit
+
+
+class TextToTextModule(tf.Module):
+    """The exported object: the model's weights, the problem's in-graph text codec and the two
+    signatures. `max_input_tokens`: see `input_limit`."""
+
+    def __init__(self, model, problem, decode_hparams, max_input_tokens=None):
+        super().__init__(name="text_to_text")
+        self.max_input_tokens = input_limit(model, max_input_tokens)
+        self.model_variables = [variable.value for variable in model.variables]
+        self.text = problem.graph_text()
+        self._search = create_search(model, decode_hparams)
+        spec = tf.TensorSpec([None], tf.string, name="inputs")
+        self.beams = tf.function(self._beams, input_signature=[spec], autograph=False)
+        self.best = tf.function(self._best, input_signature=[spec], autograph=False)
+
+    def _best(self, inputs):
+        beams = self._beams(inputs)
+        return {"outputs": beams["outputs"][:, 0], "scores": beams["scores"][:, 0]}
+
+    def _beams(self, inputs):
+        blank = tf.strings.length(tf.strings.strip(inputs)) == 0
+        ids = self.text.encode(tf.where(blank, "", inputs))
+        ids = tf.concat([ids, tf.fill([ids.nrows(), 1], EOS_ID)], axis=1)
+        with tf.control_dependencies([self._check_lengths(ids.row_lengths())]):
+            ids, scores = self._search.graph_decode(ids.to_tensor())
+        texts = self.text.decode(ids)
+        return {"outputs": tf.where(blank[:, None], "", texts),
+                "scores": tf.where(blank[:, None], 0.0, scores)}
+
+    def _check_lengths(self, lengths):
+        """Fails the call, naming the first input too long and the limit; never truncates."""
+        too_long = lengths > self.max_input_tokens
+        first = tf.argmax(tf.cast(too_long, tf.int32))
+        message = tf.strings.format(
+            "input {} has {} tokens (EOS included), more than this model takes: "
+            f"max_input_tokens={self.max_input_tokens}. Split or shorten it.",
+            (first, tf.gather(lengths, first)),
+        )
+        return tf.debugging.Assert(tf.logical_not(tf.reduce_any(too_long)), [message])
+
+
+def export_version(checkpoint_path):
+    """The version folder's number: the checkpoint's step, or the time for one without."""
+    from t2t_repro.training.checkpoints import checkpoint_step
+
+    step = checkpoint_step(checkpoint_path)
+    return step if step is not None else int(time.time())
+
+
+def write_export(module, export_dir, version, info):
+    """Saves `module` as `<export_dir>/<version>/`, written under a temporary name and renamed,
+    so a server watching `export_dir` never sees a half-written version; an existing version is
+    an ExportError, never overwritten. `info` (JSON) goes to `assets.extra/export_info.json`.
+    Returns the version's path."""
+    target = os.path.join(export_dir, str(version))
+    if os.path.exists(target):
+        raise ExportError(
+            f"{target} already exists; an export version is never overwritten. Export another "
+            f"checkpoint, pass --version=N, or remove that folder yourself."
+        )
+    os.makedirs(export_dir, exist_ok=True)
+    partial = os.path.join(export_dir, f".tmp-{version}-{os.getpid()}")
+    tf.saved_model.save(module, partial, signatures={BEST_SIGNATURE: module.best,
+                                                     BEAMS_SIGNATURE: module.beams})
+    os.makedirs(os.path.join(partial, "assets.extra"))
+    with open(os.path.join(partial, EXPORT_INFO_FILE), "w") as f:
+        json.dump(info, f, indent=1)
+    os.rename(partial, target)
+    return target

@@ -1,0 +1,48 @@
+"""Runs an exported model the way a serving process would, importing only TensorFlow and
+TensorFlow Text: `python run_export.py EXPORT_VERSION_DIR` with a JSON list of input texts on
+stdin; prints JSON: each signature's outputs and input/output specs, the error of each input
+given alone where it fails, and which modules of this project got imported (none should)."""
+
+import json
+import sys
+
+import tensorflow as tf
+import tensorflow_text  # noqa: F401  (registers the sentencepiece ops)
+
+
+def specs(signature):
+    _, inputs = signature.structured_input_signature
+    return {"inputs": {name: [spec.dtype.name, spec.shape.as_list()]
+                       for name, spec in inputs.items()},
+            "outputs": {name: [spec.dtype.name, spec.shape.as_list()]
+                        for name, spec in signature.structured_outputs.items()}}
+
+
+def answer(signature, texts):
+    outputs = signature(inputs=tf.constant(texts, tf.string))
+    return {"outputs": [[text.decode("utf-8") for text in row] if isinstance(row, list)
+                        else row.decode("utf-8") for row in outputs["outputs"].numpy().tolist()],
+            "scores": outputs["scores"].numpy().tolist()}
+
+
+def main():
+    texts = json.load(sys.stdin)
+    model = tf.saved_model.load(sys.argv[1])
+    result = {"signatures": {}, "errors": {}}
+    good = []
+    for text in texts:
+        try:
+            model.signatures["serving_default"](inputs=tf.constant([text]))
+            good.append(text)
+        except tf.errors.InvalidArgumentError as error:
+            result["errors"][text] = error.message
+    for name, signature in model.signatures.items():
+        result["signatures"][name] = {"specs": specs(signature), **answer(signature, good)}
+    result["inputs"] = good
+    result["project_modules"] = sorted(
+        name for name in sys.modules if name.split(".")[0] in ("t2t_repro", "problems", "hparams"))
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,140 @@
+"""`python -m t2t_repro.exporter` on briefly trained models: the SavedModel, run in a fresh
+process that imports only TensorFlow and TensorFlow Text, answers exactly as the decoder CLI
+does with the same weights and decode hparams; its signatures, input limit, blank inputs, and
+versions that are never overwritten."""
+
+import json
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+from conftest import run_module
+
+RUN_EXPORT = pathlib.Path(__file__).with_name("run_export.py")
+DECODE_HPARAMS = "--decode_hparams=beam_size=2,alpha=0.6,extra_length=5"
+SENTENCES = 16
+MAX_INPUT_TOKENS = 40
+
+
+def run_export(version_dir, texts):
+    """run_export.py's JSON for `texts`, in a fresh process."""
+    result = subprocess.run([sys.executable, str(RUN_EXPORT), str(version_dir)],
+                            input=json.dumps(texts), capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def decoder_lines(problem_flags, output_dir, source_file, *flags):
+    result = run_module("t2t_repro.decoder", *problem_flags, f"--output_dir={output_dir}",
+                        DECODE_HPARAMS, f"--decode_from_file={source_file}", *flags)
+    assert result.returncode == 0, result.stderr
+    return result.stdout.splitlines()
+
+
+@pytest.fixture(scope="module")
+def ende(ende_data_dir, shared_data_dir, tmp_path_factory):
+    """transformer_tiny trained 100 steps on translate_ende (Multi30k) and exported; the first
+    SENTENCES test_2016_flickr lines in a file."""
+    directory = tmp_path_factory.mktemp("export")
+    problem_flags = ["--problem=translate_ende", f"--data_dir={ende_data_dir}"]
+    trained = run_module(
+        "t2t_repro.trainer", *problem_flags, "--hparams_set=transformer_tiny",
+        "--hparams=batch_size=1024,max_length=64", f"--output_dir={directory / 'run'}",
+        "--train_steps=100", "--schedule=train", "--random_seed=1")
+    assert trained.returncode == 0, trained.stderr
+    exported = run_module("t2t_repro.exporter", *problem_flags, f"--output_dir={directory / 'run'}",
+                          DECODE_HPARAMS, f"--max_input_tokens={MAX_INPUT_TOKENS}")
+    assert exported.returncode == 0, exported.stderr
+    lines = (shared_data_dir / "multi30k_ende" / "test_2016_flickr.en").read_text(
+        encoding="utf-8").splitlines()[:SENTENCES]
+    source_file = directory / "test.en"
+    source_file.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    return {"flags": problem_flags, "run": directory / "run", "lines": lines,
+            "source_file": source_file, "version_dir": directory / "run" / "export" / "100"}
+
+
+@pytest.fixture(scope="module")
+def ende_answers(ende):
+    too_long = " ".join(["a man rides a horse"] * 20)
+    return run_export(ende["version_dir"], ende["lines"] + ["", "  \t ", too_long])
+
+
+def test_the_export_needs_nothing_of_this_package(ende_answers):
+    assert ende_answers["project_modules"] == []
+
+
+def test_outputs_equal_the_decoder_cli(ende, ende_answers):
+    best = ende_answers["signatures"]["serving_default"]
+    expected = decoder_lines(ende["flags"], ende["run"], ende["source_file"])
+    assert best["outputs"][:SENTENCES] == expected
+    assert len(set(expected)) >= 5, "the model should write varied sentences"
+
+
+def test_every_beam_and_score_equal_the_decoder_cli(ende, ende_answers):
+    beams = ende_answers["signatures"]["beams"]
+    expected = [line.split("\t") for line in decoder_lines(
+        ende["flags"], ende["run"], ende["source_file"], "--decode_hparams=beam_size=2,"
+        "alpha=0.6,extra_length=5,return_beams=true")]
+    assert [row[0::2] for row in expected] == beams["outputs"][:SENTENCES]
+    for row, scores in zip(expected, beams["scores"]):
+        assert [float(score) for score in row[1::2]] == pytest.approx(scores, abs=1e-4)
+    best = ende_answers["signatures"]["serving_default"]
+    assert best["scores"] == [row[0] for row in beams["scores"]]
+
+
+def test_signatures_take_and_return_strings(ende_answers):
+    """The beam width is baked in: the `beams` outputs have 2 columns."""
+    specs = {name: answers["specs"] for name, answers in ende_answers["signatures"].items()}
+    assert specs == {
+        "serving_default": {"inputs": {"inputs": ["string", [None]]},
+                            "outputs": {"outputs": ["string", [None]],
+                                        "scores": ["float32", [None]]}},
+        "beams": {"inputs": {"inputs": ["string", [None]]},
+                  "outputs": {"outputs": ["string", [None, 2]],
+                              "scores": ["float32", [None, 2]]}},
+    }
+
+
+def test_blank_inputs_give_empty_outputs(ende_answers):
+    best = ende_answers["signatures"]["serving_default"]
+    assert best["outputs"][SENTENCES:] == ["", ""]
+    assert best["scores"][SENTENCES:] == [0.0, 0.0]
+
+
+def test_an_input_longer_than_the_limit_is_an_error_naming_it(ende_answers):
+    (message,) = ende_answers["errors"].values()
+    assert f"more than this model takes: max_input_tokens={MAX_INPUT_TOKENS}" in message
+    assert "input 0 has 1" in message  # 100 words: over 100 tokens
+
+
+def test_a_version_is_never_overwritten(ende):
+    saved = (ende["version_dir"] / "saved_model.pb").read_bytes()
+    again = run_module("t2t_repro.exporter", *ende["flags"], f"--output_dir={ende['run']}")
+    assert again.returncode != 0
+    assert f"{ende['version_dir']} already exists" in again.stderr
+    assert (ende["version_dir"] / "saved_model.pb").read_bytes() == saved
+    assert sorted(path.name for path in ende["version_dir"].parent.iterdir()) == ["100"]
+    info = json.loads((ende["version_dir"] / "assets.extra" / "export_info.json").read_text())
+    assert info["decode_hparams"]["beam_size"] == 2
+    assert info["max_input_tokens"] == MAX_INPUT_TOKENS
+    assert (ende["version_dir"] / "assets" / "translate_ende.spm.model").is_file()
+
+
+def test_algorithmic_problem_exports_symbols_to_symbols(tmp_path):
+    flags = ["--problem=algorithmic_reverse"]
+    trained = run_module("t2t_repro.trainer", *flags, "--hparams_set=transformer_tiny",
+                         f"--output_dir={tmp_path / 'run'}", "--train_steps=150",
+                         "--schedule=train", "--random_seed=1")
+    assert trained.returncode == 0, trained.stderr
+    exported = run_module("t2t_repro.exporter", *flags, f"--output_dir={tmp_path / 'run'}",
+                          DECODE_HPARAMS, "--version=7")
+    assert exported.returncode == 0, exported.stderr
+    lines = ["3 1 4 1 5", "9 2 6", "0", "5 3 5 8 9 7 9 3 2 3 8 4"]
+    answers = run_export(tmp_path / "run" / "export" / "7", lines + ["3 x 4"])
+    source_file = tmp_path / "in.txt"
+    source_file.write_text("".join(line + "\n" for line in lines))
+    expected = decoder_lines(flags, tmp_path / "run", source_file)
+    assert answers["signatures"]["serving_default"]["outputs"] == expected
+    assert "accepts only the symbols 0..9" in answers["errors"]["3 x 4"]
