@@ -6,7 +6,8 @@ from t2t_repro import quiet_tensorflow
 
 quiet_tensorflow.import_tensorflow()  # before anything imports it: see the module
 
-BENCHMARKS = {"decode": "t2t_repro.bench.decode", "pipeline": "t2t_repro.bench.pipeline"}
+BENCHMARKS = {"decode": "t2t_repro.bench.decode", "pipeline": "t2t_repro.bench.pipeline",
+              "serve": "t2t_repro.bench.serve"}
 
 
 def main(argv):

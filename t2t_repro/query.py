@@ -1,0 +1,97 @@
+"""Translates text with a running server, as tensor2tensor's `t2t-query-server` does.
+
+    python -m t2t_repro.query --server=http://127.0.0.1:8501 --model_name=default \\
+        [--inputs_file=F] [--signature_name=serving_default] [--batch_size=16] [--timeout=300]
+
+Reads the lines of --inputs_file, or of stdin (split as the decoder splits them), sends them
+--batch_size at a time to `python -m t2t_repro.serve` (or TF Serving) and prints one
+translation per line, in order; with --signature_name=beams, every beam and its score,
+tab-separated, as the decoder's `return_beams` prints them. Typed at a terminal, each line is
+sent as it is entered. A server error stops the run with a non-zero status (at a terminal it is
+reported and the session goes on). Needs no TensorFlow.
+"""
+
+import sys
+
+from absl import app, flags
+
+from t2t_repro.command_line import FlagAlias, apply_flag_aliases, exit_on_usage_errors
+from t2t_repro.serving.client import DEFAULT_SIGNATURE, QueryError, predict
+from t2t_repro.text_lines import TextLinesError, iter_lines
+
+FLAGS = flags.FLAGS
+
+flags.DEFINE_string("server", "http://127.0.0.1:8501", "The server's address.")
+flags.DEFINE_string("model_name", "default", "The served model's name (serve's --model_name).")
+flags.DEFINE_string("inputs_file", None, "Text to translate, one sentence per line; without "
+                    "it, lines are read from stdin.")
+flags.DEFINE_string("signature_name", DEFAULT_SIGNATURE,
+                    "serving_default (the best translation) or beams (every beam, scored).")
+flags.DEFINE_integer("batch_size", 16, "Lines sent in one request.", lower_bound=1)
+flags.DEFINE_float("timeout", 300.0, "Seconds to wait for the server's answer to one request.",
+                   lower_bound=0.001)
+flags.DEFINE_string("servable_name", None, "tensor2tensor's name for --model_name.")
+flags.DEFINE_float("timeout_secs", None, "tensor2tensor's name for --timeout.")
+
+ALIASES = (FlagAlias("servable_name", "model_name"), FlagAlias("timeout_secs", "timeout"))
+
+
+def output_line(answer):
+    """The translation, or for every beam its text and score, tab-separated (the decoder's
+    `output_line` with and without `return_beams`)."""
+    if isinstance(answer, tuple):
+        return answer[0]
+    return "\t".join(f"{text}\t{score:.4f}" for text, score in answer)
+
+
+def batches(lines, batch_size):
+    """Lists of up to `batch_size` consecutive lines."""
+    batch = []
+    for line in lines:
+        batch.append(line)
+        if len(batch) == batch_size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def translate(lines, batch_size):
+    """Prints the translation of `lines`, a batch at a time; the first error ends the run."""
+    for batch in batches(lines, batch_size):
+        answers = predict(FLAGS.server, FLAGS.model_name, batch, FLAGS.signature_name,
+                          FLAGS.timeout)
+        print("\n".join(map(output_line, answers)), flush=True)
+
+
+def translate_interactively():
+    """Sends each line typed as it is entered; an error is reported and the session goes on."""
+    print("Type a sentence and press Enter (Ctrl-D to end).", file=sys.stderr)
+    while True:
+        print("> ", end="", file=sys.stderr, flush=True)
+        line = sys.stdin.buffer.readline()
+        if not line:
+            return
+        try:
+            translate(iter_lines([line], "stdin"), 1)
+        except (QueryError, TextLinesError) as error:
+            print(f"error: {error}", file=sys.stderr, flush=True)
+
+
+def main(argv):
+    exit_on_usage_errors(argv)
+    apply_flag_aliases(ALIASES)
+    try:
+        if FLAGS.inputs_file:
+            with open(FLAGS.inputs_file, "rb") as binary:
+                translate(iter_lines(binary, FLAGS.inputs_file), FLAGS.batch_size)
+        elif sys.stdin.isatty():
+            translate_interactively()
+        else:
+            translate(iter_lines(sys.stdin.buffer, "stdin"), FLAGS.batch_size)
+    except (QueryError, TextLinesError, OSError) as error:
+        sys.exit(f"error: {error}")
+
+
+if __name__ == "__main__":
+    app.run(main)

@@ -1,0 +1,97 @@
+"""Serves an exported model over TF Serving's REST API, as `tensorflow_model_server` would.
+
+    python -m t2t_repro.serve --export_dir=RUN/export [--model_name=default] \\
+        [--host=127.0.0.1] [--port=8501] [--enable_batching=true] [--max_batch_size=32] \\
+        [--batch_timeout_micros=5000] [--max_enqueued_instances=1024] \\
+        [--max_instances_per_request=256] [--max_body_bytes=1048576]
+
+Loads the newest version under --export_dir (TF Serving's layout, `python -m t2t_repro.exporter`
+writes it) and prints `Serving model NAME version V at http://HOST:PORT/v1/models/NAME` on
+stderr once it takes requests (--port=0: a free port, the one chosen printed). Then, e.g.:
+
+    curl -d '{"instances": ["A man rides a horse."]}' \\
+        http://127.0.0.1:8501/v1/models/default:predict
+
+Concurrent requests are merged into model calls of up to --max_batch_size sentences (see
+serving/request_batching.py). Ctrl-C stops it.
+"""
+
+import re
+import sys
+
+from t2t_repro import quiet_tensorflow
+
+quiet_tensorflow.import_tensorflow()  # before anything imports it: see the module
+
+import tensorflow as tf  # noqa: E402
+from absl import app, flags  # noqa: E402
+
+from t2t_repro.command_line import exit_on_usage_errors  # noqa: E402
+from t2t_repro.serving import model_store, rest_api  # noqa: E402
+
+FLAGS = flags.FLAGS
+
+flags.DEFINE_string("export_dir", None, "The exporter's --export_dir (default there: "
+                    "RUN/export): integer-named version folders; the newest is served.")
+flags.DEFINE_string("model_name", "default", "The name in the URLs, /v1/models/NAME.")
+flags.DEFINE_string("host", "127.0.0.1", "The address to listen on (0.0.0.0: every interface).")
+flags.DEFINE_integer("port", 8501, "The port to listen on (0: a free one).", lower_bound=0)
+flags.DEFINE_boolean("enable_batching", True,
+                     "Merge concurrent requests into shared model calls.")
+flags.DEFINE_integer("max_batch_size", 32, "The most instances in one model call.",
+                     lower_bound=1)
+flags.DEFINE_integer("batch_timeout_micros", 5000, "How long a batch waits for more instances "
+                     "once its first has arrived.", lower_bound=0)
+flags.DEFINE_integer("max_enqueued_instances", 1024, "The most instances waiting for a model "
+                     "call; a request beyond that is refused with HTTP 503.", lower_bound=1)
+flags.DEFINE_integer("max_instances_per_request", 256, "The most instances in one request "
+                     "(more: HTTP 400).", lower_bound=1)
+flags.DEFINE_integer("max_body_bytes", 1 << 20, "The largest request body (larger: HTTP 400).",
+                     lower_bound=1)
+
+
+def server_options():
+    """The flags as ServerOptions; exits when a request of the largest size allowed could
+    never enter the queue."""
+    if FLAGS.enable_batching and FLAGS.max_instances_per_request > FLAGS.max_enqueued_instances:
+        sys.exit(f"error: --max_instances_per_request={FLAGS.max_instances_per_request} is more "
+                 f"than --max_enqueued_instances={FLAGS.max_enqueued_instances}, so such a "
+                 f"request could never be queued; lower the one or raise the other.")
+    return rest_api.ServerOptions(
+        enable_batching=FLAGS.enable_batching, max_batch_size=FLAGS.max_batch_size,
+        batch_timeout_micros=FLAGS.batch_timeout_micros,
+        max_enqueued_instances=FLAGS.max_enqueued_instances,
+        max_instances_per_request=FLAGS.max_instances_per_request,
+        max_body_bytes=FLAGS.max_body_bytes)
+
+
+def main(argv):
+    exit_on_usage_errors(argv, ("export_dir",))
+    if not re.fullmatch(r"[A-Za-z0-9._-]+", FLAGS.model_name):
+        sys.exit(f"error: --model_name={FLAGS.model_name!r}: a name in URL paths takes "
+                 f"letters, digits, '-', '_' and '.' only.")
+    options = server_options()
+    try:
+        store = model_store.ModelStore(model_store.load_latest(FLAGS.export_dir, FLAGS.model_name))
+    except (model_store.ExportNotFoundError, OSError, tf.errors.OpError) as error:
+        sys.exit(f"error: {error}")
+    try:
+        sock = rest_api.listening_socket(FLAGS.host, FLAGS.port)
+    except OSError as error:
+        sys.exit(f"error: cannot listen on {FLAGS.host}:{FLAGS.port}: {error}")
+    url = (f"{rest_api.base_url(FLAGS.host, sock.getsockname()[1])}/v1/models/"
+           f"{FLAGS.model_name}")
+
+    def announce():
+        print(f"Serving model {FLAGS.model_name} version {store.model.version} at {url}",
+              file=sys.stderr, flush=True)
+
+    server = rest_api.Server(rest_api.create_app(store, options), on_ready=announce)
+    try:
+        server.run(sockets=[sock])
+    except KeyboardInterrupt:  # uvicorn re-raises Ctrl-C once it has shut down gracefully
+        pass
+
+
+if __name__ == "__main__":
+    app.run(main)

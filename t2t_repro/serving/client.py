@@ -1,0 +1,97 @@
+"""A client of the REST API that `python -m t2t_repro.serve` and TF Serving speak.
+
+`predict` sends texts in one `POST /v1/models/NAME:predict` (`{"instances": [...]}`) and gives
+back each input's translation. The request and reply helpers are shared with the serving
+benchmark, which keeps its own connections open. Standard library only: a client machine needs
+nothing of this project's dependencies.
+"""
+
+import http.client
+import json
+import urllib.error
+import urllib.parse
+import urllib.request
+
+DEFAULT_SIGNATURE = "serving_default"
+START_HINT = "start one with `python -m t2t_repro.serve --export_dir=RUN/export`"
+
+# Direct connections only: an http_proxy set for the internet must not carry requests meant for
+# a server on this machine or network.
+_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+class QueryError(Exception):
+    """A request that got no translation; the message says why."""
+
+
+class ServerError(QueryError):
+    """The server answered with an error: its own text and the HTTP status."""
+
+    def __init__(self, message, status):
+        super().__init__(f"{message} (HTTP {status})")
+        self.status = status
+
+
+def predict_path(model_name):
+    return f"/v1/models/{urllib.parse.quote(model_name, safe='')}:predict"
+
+
+def request_body(texts, signature_name=DEFAULT_SIGNATURE):
+    """The JSON of a row-format predict request for `texts`, as bytes."""
+    return json.dumps({"signature_name": signature_name, "instances": list(texts)}).encode()
+
+
+def error_text(body):
+    """The server's `{"error": ...}` text, or the body itself when it is not that JSON."""
+    text = body.decode("utf-8", "replace")
+    try:
+        return json.loads(text)["error"]
+    except (ValueError, KeyError, TypeError):
+        return text.strip() or "(empty reply)"
+
+
+def parse_predictions(status, body, count):
+    """Each input's answer from a reply: `(text, score)`, or for a signature giving every
+    beam, a list of them, best first. Raises ServerError for an error reply and QueryError for
+    one that is not `count` predictions."""
+    if status != 200:
+        raise ServerError(error_text(body), status)
+    try:
+        predictions = json.loads(body)["predictions"]
+        answers = [_answer(prediction["outputs"], prediction["scores"])
+                   for prediction in predictions]
+    except (ValueError, KeyError, TypeError) as error:
+        raise QueryError(f"unexpected reply ({error!r}): {body[:200]!r}") from None
+    if len(answers) != count:
+        raise QueryError(f"the server answered {len(answers)} predictions for {count} inputs")
+    return answers
+
+
+def _answer(outputs, scores):
+    if isinstance(outputs, list):
+        return [(text, float(score)) for text, score in zip(outputs, scores, strict=True)]
+    return outputs, float(scores)
+
+
+def predict(server, model_name, texts, signature_name=DEFAULT_SIGNATURE, timeout=None):
+    """Translates `texts` with one request to `server` (e.g. `http://127.0.0.1:8501`); returns
+    `parse_predictions`' answers in order. Raises ServerError when the server rejects the
+    request, QueryError when it cannot be reached or does not answer within `timeout` s."""
+    if not texts:
+        return []
+    url = server.rstrip("/") + predict_path(model_name)
+    request = urllib.request.Request(url, data=request_body(texts, signature_name),
+                                     headers={"Content-Type": "application/json"})
+    try:
+        with _OPENER.open(request, timeout=timeout) as reply:
+            return parse_predictions(reply.status, reply.read(), len(texts))
+    except urllib.error.HTTPError as error:
+        raise ServerError(error_text(error.read()), error.code) from None
+    except urllib.error.URLError as error:
+        if isinstance(error.reason, TimeoutError):
+            raise QueryError(f"{url} did not answer within {timeout} s.") from None
+        raise QueryError(f"no server at {url} ({error.reason}); {START_HINT}.") from None
+    except TimeoutError:
+        raise QueryError(f"{url} did not answer within {timeout} s.") from None
+    except (OSError, http.client.HTTPException) as error:
+        raise QueryError(f"the request to {url} failed: {error!r}") from None

@@ -1,0 +1,158 @@
+"""Finds and loads the newest version of an export in TF Serving's layout, answers which
+versions are served, and runs a signature on a batch of instances.
+
+`<export_dir>/<version>/saved_model.pb` with integer versions; other folders (an exporter's
+`.tmp-...` one still being written) are not versions. As TF Serving's default "latest" policy,
+only the newest version is loaded. Loading needs TensorFlow and TensorFlow Text only (it
+registers the text ops the exported graph uses), nothing of this project.
+"""
+
+import os
+import re
+
+import numpy as np
+import tensorflow as tf
+from google.protobuf import json_format
+from tensorflow.core.protobuf import saved_model_pb2
+
+EXPORT_HINT = "export one with `python -m t2t_repro.exporter --output_dir=RUN` first"
+
+# What TensorFlow wraps a model's own error text in: a heading, where the failing node was
+# defined (a traceback, or a line saying there is none), and the node and function names.
+_GRAPH_HEADING = re.compile(r"^Graph execution error:\s*")
+_DEFINED_AT = re.compile(r"Detected at node .*? \(most recent call last\):\n"
+                         r"(?:<stack traces unavailable>\n|(?:[ \t].*\n|\n)*)")
+_NODE_NAMES = re.compile(r"\s*\[\[\{\{node .*", re.DOTALL)
+_FUNCTION_NAME = re.compile(r"\s*\[Op:[^\]]*\]\s*$")
+_ASSERTION = re.compile(r"assertion failed: \[(.*?)\](?: \[|\n|$)", re.DOTALL)
+
+
+class ExportNotFoundError(ValueError):
+    """No version to serve in the export folder; the message says how to make one."""
+
+
+class ModelInputError(ValueError):
+    """The model rejected an input (tf.errors.InvalidArgumentError, e.g. one too long); the
+    message is the model's own, without TensorFlow's graph noise."""
+
+
+class ServableNotFoundError(LookupError):
+    """A model name or version this server does not serve (HTTP 404); TF Serving's text."""
+
+
+def export_versions(export_dir):
+    """The integer-named version folders of `export_dir`, newest first."""
+    if not os.path.isdir(export_dir):
+        raise ExportNotFoundError(f"{export_dir} is not a folder; {EXPORT_HINT}.")
+    versions = [int(name) for name in os.listdir(export_dir)
+                if re.fullmatch(r"[0-9]+", name) and os.path.isdir(os.path.join(export_dir, name))]
+    if not versions:
+        raise ExportNotFoundError(
+            f"{export_dir} holds no version (a folder <version>/saved_model.pb, the version an "
+            f"integer); {EXPORT_HINT}.")
+    return sorted(versions, reverse=True)
+
+
+def read_signature_defs(version_dir):
+    """The SignatureDefMap of the SavedModel in `version_dir` as TF Serving's metadata writes
+    it: proto field names, default values included, int64 as strings."""
+    saved_model = saved_model_pb2.SavedModel()
+    with open(os.path.join(version_dir, "saved_model.pb"), "rb") as f:
+        saved_model.ParseFromString(f.read())
+    signatures = saved_model.meta_graphs[0].signature_def
+    return {name: json_format.MessageToDict(signature, preserving_proto_field_name=True,
+                                            always_print_fields_with_no_presence=True)
+            for name, signature in signatures.items()}
+
+
+def model_error_text(message):
+    """A model's error without TensorFlow's graph noise: the message of a failed assertion
+    (e.g. the input limit), else the message's own text."""
+    assertion = _ASSERTION.search(message)
+    if assertion:
+        return assertion.group(1)
+    for noise in (_GRAPH_HEADING, _DEFINED_AT, _NODE_NAMES, _FUNCTION_NAME):
+        message = noise.sub("", message)
+    return message.strip()
+
+
+def json_output(value):
+    """A model's output (an array, or one of its items) for JSON: nested lists, strings as
+    text, a float32 with the fewest digits that read back as that float32 (as TF Serving
+    writes it: 0.2, not 0.20000000298023224)."""
+    if isinstance(value, np.ndarray):
+        return [json_output(item) for item in value]
+    if isinstance(value, bytes):
+        return value.decode("utf-8", errors="replace")
+    if isinstance(value, np.float32):
+        return float(str(value))
+    return value.item()
+
+
+class ServedModel:
+    """One loaded version: its predict signatures (each taking string inputs [batch]) and the
+    signature defs its metadata shows."""
+
+    def __init__(self, name, version, signatures, signature_defs):
+        self.name = name
+        self.version = version
+        self.signatures = signatures
+        self.signature_defs = signature_defs
+
+    def input_names(self, signature_name):
+        _, inputs = self.signatures[signature_name].structured_input_signature
+        return sorted(inputs)
+
+    def output_names(self, signature_name):
+        return sorted(self.signatures[signature_name].structured_outputs)
+
+    def predict(self, signature_name, instances):
+        """Runs the signature on `instances` ({input name: bytes} each) as one batch; returns
+        {output name: JSON value} for each instance. An input the model rejects raises
+        ModelInputError."""
+        inputs = {name: tf.constant([instance[name] for instance in instances], tf.string)
+                  for name in self.input_names(signature_name)}
+        try:
+            outputs = self.signatures[signature_name](**inputs)
+        except tf.errors.InvalidArgumentError as error:
+            raise ModelInputError(model_error_text(error.message)) from None
+        columns = {name: json_output(outputs[name].numpy())
+                   for name in self.output_names(signature_name)}
+        return [{name: column[row] for name, column in columns.items()}
+                for row in range(len(instances))]
+
+
+def load_latest(export_dir, model_name):
+    """The newest version under `export_dir`, loaded and served as `model_name`."""
+    import tensorflow_text  # noqa: F401  (registers the ops of the exported text codec)
+
+    version = export_versions(export_dir)[0]
+    version_dir = os.path.join(export_dir, str(version))
+    signatures = dict(tf.saved_model.load(version_dir).signatures)
+    return ServedModel(model_name, version, signatures, read_signature_defs(version_dir))
+
+
+class ModelStore:
+    """The models this server serves (one, in one version) looked up as TF Serving does."""
+
+    def __init__(self, model):
+        self.model = model
+
+    def find(self, name, version=None):
+        """The model for a predict or metadata request; TF Serving's 404 text otherwise."""
+        if name == self.model.name and version in (None, self.model.version):
+            return self.model
+        wanted = f"Latest({name})" if version is None else f"Specific({name}, {version})"
+        raise ServableNotFoundError(f"Servable not found for request: {wanted}")
+
+    def version_status(self, name, version=None):
+        """The GetModelStatus answer for `name` (all versions) or one version of it."""
+        if name != self.model.name:
+            raise ServableNotFoundError(f"Could not find any versions of model {name}")
+        if version not in (None, self.model.version):
+            raise ServableNotFoundError(f"Could not find version {version} of model {name}")
+        return {"model_version_status": [{
+            "version": str(self.model.version),
+            "state": "AVAILABLE",
+            "status": {"error_code": "OK", "error_message": ""},
+        }]}

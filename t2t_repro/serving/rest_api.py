@@ -1,0 +1,329 @@
+"""TF Serving's REST API (https://www.tensorflow.org/tfx/serving/api_rest) over a ModelStore,
+as a starlette app served by uvicorn.
+
+    GET  /v1/models/NAME[/versions/N]             the version's status
+    GET  /v1/models/NAME[/versions/N]/metadata    its signature defs
+    POST /v1/models/NAME[/versions/N]:predict     {"instances": [...]} (row format) or
+                                                  {"inputs": ...} (columnar), string inputs
+
+Errors are `{"error": TEXT}` with TF Serving's status and, where it has one, its text: 400 for
+a request the server or the model cannot take, 404 for a model or version not served, 503
+when the batching queue is full. Request bodies are only ever parsed as JSON.
+"""
+
+import base64
+import binascii
+import contextlib
+import dataclasses
+import json
+import socket
+
+import uvicorn
+from starlette.applications import Starlette
+from starlette.responses import Response
+from starlette.routing import Route
+
+from t2t_repro.serving.model_store import ModelInputError, ServableNotFoundError
+from t2t_repro.serving.request_batching import (BatchingOptions, QueueFullError, RequestBatcher,
+                                                UnbatchedRunner)
+
+DEFAULT_SIGNATURE = "serving_default"
+# TF Serving cuts JSON it echoes in an error at 256 bytes.
+PREVIEW_CHARS = 256
+
+
+@dataclasses.dataclass(frozen=True)
+class ServerOptions:
+    """The serve command's flags that shape how requests are taken and run."""
+
+    enable_batching: bool = True
+    max_batch_size: int = 32
+    batch_timeout_micros: int = 5000
+    max_enqueued_instances: int = 1024
+    max_instances_per_request: int = 256
+    max_body_bytes: int = 1 << 20
+
+
+class RequestError(Exception):
+    """A request answered with `{"error": message}` and `status`."""
+
+    def __init__(self, message, status=400):
+        super().__init__(message)
+        self.status = status
+
+
+@dataclasses.dataclass(frozen=True)
+class PredictRequest:
+    signature_name: str
+    instances: list  # {input name: bytes} each
+    row_format: bool  # "instances" (answered as "predictions") or "inputs" (as "outputs")
+
+
+def json_response(content, status=200):
+    # NaN and infinities written as TF Serving's JSON writer writes them, not refused; text
+    # that cannot be UTF-8 (a lone surrogate echoed from a request) replaced, not a crash.
+    body = json.dumps(content, ensure_ascii=False).encode("utf-8", errors="replace")
+    return Response(body, status_code=status, media_type="application/json")
+
+
+def _preview(value):
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return text if len(text) <= PREVIEW_CHARS else text[:PREVIEW_CHARS] + "..."
+
+
+def _json_type(value):
+    """rapidjson's name for the type of `value`, as TF Serving's messages give it."""
+    if isinstance(value, bool):
+        return str(value)
+    return {dict: "Object", list: "Array", str: "String", type(None): "Null"}.get(
+        type(value), "Number")
+
+
+def _is_base64_object(value):
+    return isinstance(value, dict) and len(value) == 1 and isinstance(value.get("b64"), str)
+
+
+def _is_named_instance(value):
+    return isinstance(value, dict) and not _is_base64_object(value)
+
+
+def _string_value(value):
+    """A string input's bytes: JSON text as UTF-8, or `{"b64": ...}` decoded."""
+    if _is_base64_object(value):
+        try:
+            return base64.b64decode(value["b64"], validate=True)
+        except binascii.Error:
+            raise RequestError("Unable to base64 decode") from None
+    if isinstance(value, str):
+        try:
+            return value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise RequestError(f"JSON Value: {_preview(value)} is not valid Unicode text (it "
+                               f"has an unpaired surrogate escape)") from None
+    raise RequestError(f"JSON Value: {_preview(value)} Type: {_json_type(value)} is not of "
+                       f"expected type: DT_STRING")
+
+
+async def read_body(request, max_bytes):
+    """The request's body; a RequestError when its declared or actual size is over
+    `max_bytes`, found before more than that is read."""
+    too_large = f"the request body is larger than this server takes (--max_body_bytes={max_bytes})"
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > max_bytes:
+        raise RequestError(f"{too_large}: {declared} bytes")
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > max_bytes:
+            raise RequestError(too_large)
+    return bytes(body)
+
+
+def _parse_json_object(body):
+    if not body:
+        raise RequestError("JSON Parse error: The document is empty")
+    try:
+        payload = json.loads(body)
+    except json.JSONDecodeError as error:
+        raise RequestError(f"JSON Parse error: {error.msg} at offset: {error.pos}") from None
+    except (ValueError, RecursionError) as error:  # bytes not UTF-8, nesting too deep
+        raise RequestError(f"JSON Parse error: {error}") from None
+    if not isinstance(payload, dict):
+        raise RequestError(f"JSON Value: {_preview(payload)} Is not object")
+    return payload
+
+
+def _row_instances(instances, input_names):
+    """`{"instances": [...]}`: a list of values (one input), or of {input name: value}."""
+    if not isinstance(instances, list):
+        raise RequestError(f"JSON Value: {_preview(instances)} Expecting 'instances' to be an "
+                           f"list/array")
+    if not instances:
+        raise RequestError("No values in 'instances' array")
+    named = _is_named_instance(instances[0])
+    if not named and len(input_names) > 1:
+        raise RequestError("instances is a plain list, but expecting list of objects as "
+                           "multiple input tensors required as per tensorinfo_map")
+    parsed = []
+    for index, instance in enumerate(instances):
+        if _is_named_instance(instance) != named:
+            expected, got = ("object", "value") if named else ("value", "object")
+            raise RequestError(f"Expecting {expected} but got {got} at item {index} of "
+                               f"'instances' list")
+        values = instance if named else {input_names[0]: instance}
+        if sorted(values) != input_names:
+            raise RequestError(f"Failed to process element: {index} of 'instances' list. JSON "
+                               f"object: {_preview(instance)} keys must be equal to: "
+                               f"{','.join(input_names)}")
+        try:
+            parsed.append({name: _string_value(value) for name, value in values.items()})
+        except RequestError as error:
+            raise RequestError(f"Failed to process element: {index} of 'instances' list. "
+                               f"Error: {error}") from None
+    return parsed
+
+
+def _columnar_instances(inputs, input_names):
+    """`{"inputs": [...]}` (one input) or `{"inputs": {input name: [...]}}`, lists of equal
+    length, as one instance per position."""
+    if _is_named_instance(inputs):
+        missing = [name for name in input_names if name not in inputs]
+        if missing:
+            raise RequestError(f"Missing named input: {missing[0]} in 'inputs' object.")
+        columns = {name: inputs[name] for name in input_names}
+    elif len(input_names) > 1:
+        raise RequestError("inputs is a plain value/list, but expecting an object as multiple "
+                           "input tensors required as per tensorinfo_map")
+    else:
+        columns = {input_names[0]: inputs}
+    parsed = {}
+    for name, column in columns.items():
+        if not isinstance(column, list) or not column:
+            raise RequestError(f"JSON Value: {_preview(column)} input '{name}' takes a "
+                               f"non-empty list of strings (shape [-1])")
+        try:
+            parsed[name] = [_string_value(value) for value in column]
+        except RequestError as error:
+            raise RequestError(f"Failed to process input: {name} of 'inputs'. Error: "
+                               f"{error}") from None
+    sizes = {name: len(values) for name, values in parsed.items()}
+    if len(set(sizes.values())) > 1:
+        raise RequestError(f"Expecting the same number of values for every input, got {sizes}")
+    count = len(parsed[input_names[0]])
+    return [{name: parsed[name][index] for name in input_names} for index in range(count)]
+
+
+def parse_predict_request(body, model, max_instances):
+    """A predict request's signature and instances, checked against `model`'s signatures;
+    RequestError (TF Serving's text where it has one) for anything else."""
+    payload = _parse_json_object(body)
+    signature_name = payload.get("signature_name", DEFAULT_SIGNATURE)
+    if not isinstance(signature_name, str):
+        raise RequestError(f"JSON Value: {_preview(payload)} not formatted correctly. "
+                           f"'signature_name' key must be a string value.")
+    signature_name = signature_name or DEFAULT_SIGNATURE
+    if signature_name not in model.signatures:
+        raise RequestError(f"Serving signature name: {json.dumps(signature_name)} not found "
+                           f"in signature def")
+    input_names = model.input_names(signature_name)
+    if "instances" in payload and "inputs" in payload:
+        raise RequestError("Not formatted correctly expecting only one of 'inputs' or "
+                           "'instances' keys to exist")
+    if "instances" in payload:
+        instances = _row_instances(payload["instances"], input_names)
+    elif "inputs" in payload:
+        instances = _columnar_instances(payload["inputs"], input_names)
+    else:
+        raise RequestError("Missing 'inputs' or 'instances' key")
+    if len(instances) > max_instances:
+        raise RequestError(f"{len(instances)} instances in one request, more than this server "
+                           f"takes (--max_instances_per_request={max_instances}); split it")
+    return PredictRequest(signature_name, instances, "instances" in payload)
+
+
+def predict_response(results, output_names, row_format):
+    """Row format: one prediction per instance, a value when the signature has one output,
+    else {output name: value}. Columnar: each output's values as a list (one output) or
+    {output name: list}."""
+    single = output_names[0] if len(output_names) == 1 else None
+    if row_format:
+        return {"predictions": [result[single] for result in results] if single else results}
+    columns = {name: [result[name] for result in results] for name in output_names}
+    return {"outputs": columns[single] if single else columns}
+
+
+def create_app(store, options=ServerOptions()):
+    """The starlette app answering TF Serving's REST API for `store`'s model."""
+    if options.enable_batching:
+        runner = RequestBatcher(
+            store.model.predict,
+            BatchingOptions(options.max_batch_size, options.batch_timeout_micros / 1e6,
+                            options.max_enqueued_instances),
+            request_errors=(ModelInputError,))
+    else:
+        runner = UnbatchedRunner(store.model.predict)
+
+    def version_of(request):
+        return request.path_params.get("version")
+
+    async def model_status(request):
+        return json_response(store.version_status(request.path_params["name"],
+                                                  version_of(request)))
+
+    async def model_metadata(request):
+        model = store.find(request.path_params["name"], version_of(request))
+        return json_response({
+            "model_spec": {"name": model.name, "signature_name": "",
+                           "version": str(model.version)},
+            "metadata": {"signature_def": {"signature_def": model.signature_defs}},
+        })
+
+    async def predict(request):
+        model = store.find(request.path_params["name"], version_of(request))
+        body = await read_body(request, options.max_body_bytes)
+        parsed = parse_predict_request(body, model, options.max_instances_per_request)
+        try:
+            results = await runner.submit(parsed.signature_name, parsed.instances)
+        except ModelInputError as error:
+            raise RequestError(str(error)) from None
+        except QueueFullError as error:
+            raise RequestError(str(error), status=503) from None
+        return json_response(predict_response(results, model.output_names(parsed.signature_name),
+                                              parsed.row_format))
+
+    async def request_error(request, error):
+        return json_response({"error": str(error)}, error.status)
+
+    async def not_found(request, error):
+        return json_response({"error": str(error)}, 404)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app):
+        yield
+        runner.close()
+
+    routes = []
+    for prefix in ("/v1/models/{name}", "/v1/models/{name}/versions/{version:int}"):
+        routes += [Route(prefix, model_status, methods=["GET"]),
+                   Route(prefix + "/metadata", model_metadata, methods=["GET"]),
+                   Route(prefix + ":predict", predict, methods=["POST"])]
+    return Starlette(routes=routes, lifespan=lifespan,
+                     exception_handlers={RequestError: request_error,
+                                         ServableNotFoundError: not_found})
+
+
+def listening_socket(host, port):
+    """A TCP socket listening on `host`:`port` (0: a free port), IPv6 when `host` is.
+
+    Made with protocol IPPROTO_TCP, not `socket.create_server`'s 0: asyncio sets TCP_NODELAY
+    only on sockets that say they are TCP, and without it every keep-alive response waited
+    ~40 ms for the client's delayed acknowledgement."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen()
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+def base_url(host, port):
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
+class Server(uvicorn.Server):
+    """uvicorn serving `app` with warnings and errors logged, no access log; `on_ready()` is
+    called once it accepts connections. `run(sockets=[listening_socket(...)])` serves until
+    SIGINT/SIGTERM or `should_exit`."""
+
+    def __init__(self, app, on_ready=lambda: None):
+        super().__init__(uvicorn.Config(app, log_level="warning", access_log=False))
+        self.on_ready = on_ready
+
+    async def startup(self, sockets=None):
+        await super().startup(sockets=sockets)
+        if self.started:
+            self.on_ready()

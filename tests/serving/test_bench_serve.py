@@ -1,0 +1,32 @@
+"""A short run of `python -m t2t_repro.bench serve` on the toy export: both batching settings
+side by side, every figure present, no errors."""
+
+import re
+
+from conftest import run_module
+from toy_export import write_toy_export
+
+ROWS = ["requests/s (answers of any kind)", "sentences/s (translations)", "latency p50",
+        "latency p90", "latency p99", "errors (whole run, warm-up included)",
+        "server VmRSS before the load", "server VmRSS after the load"]
+
+
+def test_bench_serve_measures_batching_on_beside_off(tmp_path):
+    write_toy_export(tmp_path / "export", 1)
+    sentences = tmp_path / "sentences.en"
+    sentences.write_text("A man rides a bike.\nTwo dogs play.\n\nA girl in red.\n")
+    result = run_module("t2t_repro.bench", "serve", f"--export_dir={tmp_path / 'export'}",
+                        "--clients=2", "--seconds=1", "--warmup_seconds=0.5",
+                        f"--sentences_file={sentences}", timeout=180)
+    assert result.returncode == 0, result.stderr + result.stdout
+    table = {cells[0]: cells[1:] for cells in
+             (re.split(r"\s{2,}", line) for line in result.stdout.splitlines())}
+    assert "version 1" in result.stdout and "3 sentences" in result.stdout
+    for what in ROWS:
+        figure, unit, peer, peer_figure = table[what][:4]
+        assert peer == "batching off", table[what]
+        if what.startswith("errors"):
+            assert float(figure) == float(peer_figure) == 0, result.stdout
+        else:
+            assert float(figure.replace(",", "")) > 0 and float(peer_figure.replace(",", "")) > 0
+    assert "first error" not in result.stdout

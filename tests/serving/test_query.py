@@ -1,0 +1,96 @@
+"""`python -m t2t_repro.query` and the client's `predict` against a real `python -m
+t2t_repro.serve` serving the toy export (it upper-cases ASCII; inputs over 40 bytes fail)."""
+
+import re
+import socket
+
+import pytest
+
+from conftest import run_module
+from t2t_repro.serving.client import ServerError, predict
+from t2t_repro.serving.local_server import LocalServer
+from toy_export import MAX_INPUT_BYTES, expected_translation, write_toy_export
+
+SENTENCES = ["A man rides a bike.", "Zwei Hunde spielen im Schnee.", "", "café, crème brûlée",
+             "the end"]
+TOO_LONG = "x" * (MAX_INPUT_BYTES + 1)
+HTTP_4XX = re.compile(r"\(HTTP 4\d\d\)")
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    export_dir = tmp_path_factory.mktemp("toy_export")
+    write_toy_export(export_dir, 3)
+    with LocalServer([f"--export_dir={export_dir}"]) as running:
+        yield running
+
+
+def query(server, *args, input=None):
+    return run_module("t2t_repro.query", f"--server={server.url}", *args, input=input,
+                      timeout=60)
+
+
+def translations(texts):
+    return "".join(expected_translation(text)[0] + "\n" for text in texts)
+
+
+def test_stdin_lines_are_translated_in_order(server):
+    result = query(server, input="".join(line + "\n" for line in SENTENCES))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == translations(SENTENCES)
+
+
+@pytest.mark.parametrize("batch_size", [1, 2, 16])
+def test_inputs_file_is_translated_in_order_whatever_the_batch_size(server, tmp_path,
+                                                                     batch_size):
+    inputs = tmp_path / "inputs.en"
+    inputs.write_bytes("\r\n".join(SENTENCES).encode())  # CRLF endings, no final newline
+    result = query(server, f"--inputs_file={inputs}", f"--batch_size={batch_size}")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == translations(SENTENCES)
+
+
+@pytest.mark.parametrize("batch_size, translated", [(2, 4), (3, 3), (5, 0)])
+def test_batches_before_a_failing_one_are_printed(server, batch_size, translated):
+    lines = SENTENCES[:4] + [TOO_LONG]
+    result = query(server, f"--batch_size={batch_size}", input="\n".join(lines))
+    assert result.returncode != 0
+    assert result.stdout == translations(lines[:translated])
+    assert f"max_input_tokens={MAX_INPUT_BYTES}" in result.stderr
+    assert result.stderr.startswith("error: ") and HTTP_4XX.search(result.stderr), result.stderr
+
+
+def test_beams_are_printed_with_their_scores_tab_separated(server):
+    lines = ["Two dogs.", "a Cat"]
+    result = query(server, "--signature_name=beams", "--batch_size=1", input="\n".join(lines))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [
+        f"{line.upper()}\t{-len(line):.4f}\t{line.lower()}\t{-len(line) - 1:.4f}"
+        for line in lines]
+
+
+def test_an_unknown_model_is_the_servers_error(server):
+    result = query(server, "--servable_name=no_such_model", input="hello\n")  # t2t's flag name
+    assert result.returncode != 0
+    assert HTTP_4XX.search(result.stderr), result.stderr
+
+
+def test_no_server_is_a_clear_error():
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    result = run_module("t2t_repro.query", f"--server=http://127.0.0.1:{port}",
+                        input="hello\n", timeout=60)
+    assert result.returncode != 0
+    assert f"http://127.0.0.1:{port}/v1/models/default:predict" in result.stderr
+    assert "python -m t2t_repro.serve" in result.stderr
+
+
+def test_predict_gives_each_answer_and_every_beam(server):
+    texts = ["a man", "café"]
+    assert predict(server.url, "default", texts) == [expected_translation(t) for t in texts]
+    assert predict(server.url, "default", ["Dog"], "beams") == [[("DOG", -3.0), ("dog", -4.0)]]
+    assert predict(server.url, "default", []) == []
+    with pytest.raises(ServerError, match=f"max_input_tokens={MAX_INPUT_BYTES}") as raised:
+        predict(server.url, "default", ["ok", TOO_LONG])
+    assert 400 <= raised.value.status < 500

@@ -1,0 +1,451 @@
+"""The REST server on the toy export (tests/serving/toy_export.py), over real HTTP: servers run
+in this process on free ports, plus one `python -m t2t_repro.serve` end to end. Checks TF
+Serving's request and response formats, status, metadata, versions, every kind of bad request
+(and that the server goes on answering), the model's input limit, merged concurrent requests
+with a bad one among them, the full queue, and batching turned off."""
+
+import contextlib
+import copy
+import http.client
+import json
+import os
+import queue
+import re
+import signal
+import subprocess
+import sys
+import threading
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from toy_export import MAX_INPUT_BYTES, expected_translation, write_toy_export
+
+from t2t_repro.serving import model_store, rest_api
+
+VERSION = 12
+TEXTS = ["A man rides a horse.", "Zwei Hunde spielen im Schnee.", "Grüße aus Zürich", ""]
+TOO_LONG = "x" * (MAX_INPUT_BYTES + 1)
+# Small limits, so that going past them takes little.
+OPTIONS = rest_api.ServerOptions(max_batch_size=8, batch_timeout_micros=1000,
+                                 max_instances_per_request=16, max_body_bytes=4096)
+
+
+@pytest.fixture(scope="module")
+def export_dir(tmp_path_factory):
+    """Version 12 of the toy model beside an empty version 3 (older, though later as text)
+    and an exporter's unfinished `.tmp-20-...` folder (not a version)."""
+    directory = tmp_path_factory.mktemp("export")
+    write_toy_export(directory, VERSION)
+    (directory / "3").mkdir()
+    (directory / ".tmp-20-4242").mkdir()
+    return directory
+
+
+@pytest.fixture(scope="module")
+def store(export_dir):
+    return model_store.ModelStore(model_store.load_latest(str(export_dir), "default"))
+
+
+@contextlib.contextmanager
+def running_server(store, options):
+    """Serves `store` on 127.0.0.1 and a free port in a background thread; yields the
+    (host, port) once it accepts connections, and stops it after."""
+    sock = rest_api.listening_socket("127.0.0.1", 0)
+    ready = threading.Event()
+    server = rest_api.Server(rest_api.create_app(store, options), on_ready=ready.set)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    try:
+        assert ready.wait(30), "the server did not start"
+        yield sock.getsockname()[:2]
+    finally:
+        server.should_exit = True
+        thread.join(30)
+
+
+@pytest.fixture(scope="module")
+def server(store):
+    with running_server(store, OPTIONS) as address:
+        yield address
+
+
+class CallRecorder:
+    """Wraps a model's predict, recording the texts of each call; `block()` holds every call
+    until `release()`."""
+
+    def __init__(self, predict):
+        self.predict = predict
+        self.calls = []
+        self.started = threading.Event()
+        self.released = threading.Event()
+        self.released.set()
+
+    def __call__(self, signature_name, instances):
+        self.calls.append([instance["inputs"].decode() for instance in instances])
+        self.started.set()
+        assert self.released.wait(30)
+        return self.predict(signature_name, instances)
+
+    def block(self):
+        self.released.clear()
+
+    def release(self):
+        self.released.set()
+
+
+def recorded_store(store):
+    """A store serving the same model, its calls recorded by the CallRecorder returned."""
+    model = copy.copy(store.model)
+    model.predict = recorder = CallRecorder(store.model.predict)
+    return model_store.ModelStore(model), recorder
+
+
+def send(address, method, path, body=None, headers=None):
+    """(status, JSON body, or text when the reply is not JSON)."""
+    connection = http.client.HTTPConnection(*address, timeout=60)
+    try:
+        connection.request(method, path, body=body, headers=headers or {})
+        response = connection.getresponse()
+        data = response.read()
+    finally:
+        connection.close()
+    if response.getheader("content-type") == "application/json":
+        return response.status, json.loads(data)
+    return response.status, data.decode()
+
+
+def predict(address, payload, path="/v1/models/default:predict"):
+    body = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+    return send(address, "POST", path, body, {"Content-Type": "application/json"})
+
+
+def expected_predictions(texts):
+    return [dict(zip(("outputs", "scores"), expected_translation(text))) for text in texts]
+
+
+def expected_beams(texts):
+    beams = []
+    for text in texts:
+        upper, score = expected_translation(text)
+        lower = "".join(char.lower() if char.isascii() else char for char in text)
+        beams.append({"outputs": [upper, lower], "scores": [score, score - 1.0]})
+    return beams
+
+
+def test_row_format_plain_values(server):
+    assert predict(server, {"instances": TEXTS}) == (
+        200, {"predictions": expected_predictions(TEXTS)})
+
+
+def test_row_format_named_inputs_and_base64(server):
+    instances = [{"inputs": "hello"}, {"inputs": {"b64": "d8O2cmxk"}}]  # b64 of "wörld"
+    assert predict(server, {"instances": instances}) == (
+        200, {"predictions": expected_predictions(["hello", "wörld"])})
+    assert predict(server, {"instances": [{"b64": "d8O2cmxk"}]}) == (
+        200, {"predictions": expected_predictions(["wörld"])})
+
+
+@pytest.mark.parametrize("inputs", [TEXTS, {"inputs": TEXTS}])
+def test_columnar_format(server, inputs):
+    rows = expected_predictions(TEXTS)
+    assert predict(server, {"inputs": inputs}) == (200, {"outputs": {
+        "outputs": [row["outputs"] for row in rows], "scores": [row["scores"] for row in rows]}})
+
+
+def test_beams_signature_in_both_formats(server):
+    beams = expected_beams(TEXTS)
+    assert predict(server, {"signature_name": "beams", "instances": TEXTS}) == (
+        200, {"predictions": beams})
+    assert predict(server, {"signature_name": "beams", "inputs": TEXTS}) == (200, {"outputs": {
+        "outputs": [beam["outputs"] for beam in beams],
+        "scores": [beam["scores"] for beam in beams]}})
+
+
+def test_predict_by_version(server):
+    assert predict(server, {"instances": ["abc"]}, f"/v1/models/default/versions/{VERSION}"
+                   ":predict") == (200, {"predictions": expected_predictions(["abc"])})
+    assert predict(server, {"instances": ["abc"]}, "/v1/models/default/versions/3:predict") == (
+        404, {"error": "Servable not found for request: Specific(default, 3)"})
+    assert predict(server, {"instances": ["abc"]}, "/v1/models/other:predict") == (
+        404, {"error": "Servable not found for request: Latest(other)"})
+
+
+def test_model_status(server):
+    available = {"model_version_status": [{
+        "version": str(VERSION), "state": "AVAILABLE",
+        "status": {"error_code": "OK", "error_message": ""}}]}
+    assert send(server, "GET", "/v1/models/default") == (200, available)
+    assert send(server, "GET", f"/v1/models/default/versions/{VERSION}") == (200, available)
+    assert send(server, "GET", "/v1/models/default/versions/3") == (
+        404, {"error": "Could not find version 3 of model default"})
+    assert send(server, "GET", "/v1/models/other") == (
+        404, {"error": "Could not find any versions of model other"})
+
+
+def test_metadata(server):
+    status, metadata = send(server, "GET", "/v1/models/default/metadata")
+    assert status == 200
+    assert metadata["model_spec"] == {"name": "default", "signature_name": "",
+                                      "version": str(VERSION)}
+    signatures = metadata["metadata"]["signature_def"]["signature_def"]
+
+    def shape(*sizes):
+        return {"dim": [{"size": str(size), "name": ""} for size in sizes],
+                "unknown_rank": False}
+
+    best, beams = signatures["serving_default"], signatures["beams"]
+    assert best["method_name"] == beams["method_name"] == "tensorflow/serving/predict"
+    assert best["inputs"]["inputs"] == {"dtype": "DT_STRING", "tensor_shape": shape(-1),
+                                        "name": "serving_default_inputs:0"}
+    assert {name: (spec["dtype"], spec["tensor_shape"]) for name, spec in
+            best["outputs"].items()} == {"outputs": ("DT_STRING", shape(-1)),
+                                         "scores": ("DT_FLOAT", shape(-1))}
+    assert {name: (spec["dtype"], spec["tensor_shape"]) for name, spec in
+            beams["outputs"].items()} == {"outputs": ("DT_STRING", shape(-1, 2)),
+                                          "scores": ("DT_FLOAT", shape(-1, 2))}
+    assert send(server, "GET", f"/v1/models/default/versions/{VERSION}/metadata") == (
+        200, metadata)
+    assert send(server, "GET", "/v1/models/default/versions/3/metadata") == (
+        404, {"error": "Servable not found for request: Specific(default, 3)"})
+
+
+@pytest.mark.parametrize("payload, error", [
+    (b"", "JSON Parse error: The document is empty"),
+    (b'{"instances": ["a"', "JSON Parse error: "),
+    (b'{"instances": ["\xff"]}', "JSON Parse error: "),
+    (b'["a"]', 'JSON Value: ["a"] Is not object'),
+    ({"instances": ["a"], "inputs": ["a"]}, "expecting only one of 'inputs' or 'instances'"),
+    ({"signature_name": "serving_default"}, "Missing 'inputs' or 'instances' key"),
+    ({"signature_name": 5, "instances": ["a"]}, "'signature_name' key must be a string value"),
+    ({"signature_name": "nope", "instances": ["a"]},
+     'Serving signature name: "nope" not found in signature def'),
+    ({"instances": "a"}, "Expecting 'instances' to be an list/array"),
+    ({"instances": []}, "No values in 'instances' array"),
+    ({"instances": [1]}, "JSON Value: 1 Type: Number is not of expected type: DT_STRING"),
+    ({"instances": [None]}, "Type: Null is not of expected type: DT_STRING"),
+    ({"instances": [["a"]]}, 'JSON Value: ["a"] Type: Array is not of expected type'),
+    ({"instances": [{"input": "a"}]}, "keys must be equal to: inputs"),
+    ({"instances": [{"inputs": "a", "other": "b"}]}, "keys must be equal to: inputs"),
+    ({"instances": ["a", {"inputs": "b"}]}, "Expecting value but got object at item 1"),
+    ({"instances": [{"b64": "not base64!"}]}, "Unable to base64 decode"),
+    ({"instances": ["\ud800"]}, "unpaired surrogate"),
+    ({"inputs": {"other": ["a"]}}, "Missing named input: inputs in 'inputs' object."),
+    ({"inputs": "a"}, "input 'inputs' takes a non-empty list of strings"),
+    ({"inputs": []}, "input 'inputs' takes a non-empty list of strings"),
+    ({"inputs": ["a", 2]}, "Failed to process input: inputs of 'inputs'. Error: JSON Value: 2"),
+    ({"instances": ["a"] * 17},
+     "17 instances in one request, more than this server takes "
+     "(--max_instances_per_request=16)"),
+])
+def test_bad_requests_get_400_and_the_server_goes_on(server, payload, error):
+    status, body = predict(server, payload)
+    assert status == 400 and error in body["error"], body
+    assert predict(server, {"instances": ["ok"]}) == (
+        200, {"predictions": expected_predictions(["ok"])})
+
+
+def test_too_large_bodies_get_400_whether_declared_or_not(server):
+    payload = json.dumps({"instances": ["a" * 30] * 200}).encode()  # ~7 KB > 4096
+    status, body = predict(server, payload)
+    assert status == 400
+    assert body["error"] == ("the request body is larger than this server takes "
+                             f"(--max_body_bytes=4096): {len(payload)} bytes")
+    chunks = (payload[start:start + 1000] for start in range(0, len(payload), 1000))
+    status, body = send(server, "POST", "/v1/models/default:predict", chunks)  # chunked
+    assert status == 400 and "--max_body_bytes=4096" in body["error"]
+
+
+def test_a_too_long_input_gets_the_models_own_message(server):
+    status, body = predict(server, {"instances": ["fine", TOO_LONG]})
+    assert status == 400
+    assert body == {"error": "an input is longer than this model takes "
+                             f"(max_input_tokens={MAX_INPUT_BYTES})"}
+
+
+def test_other_paths_and_methods(server):
+    assert send(server, "GET", "/v1/models")[0] == 404
+    assert send(server, "POST", "/v1/models/default")[0] == 405
+    assert send(server, "DELETE", "/v1/models/default/metadata")[0] == 405
+    assert send(server, "GET", "/v1/models/default/versions/latest")[0] == 404
+
+
+def concurrently(address, payloads):
+    """Each payload posted from its own thread, all released at once; replies in order."""
+    barrier = threading.Barrier(len(payloads))
+    replies = [None] * len(payloads)
+
+    def post(index):
+        barrier.wait()
+        replies[index] = predict(address, payloads[index])
+
+    threads = [threading.Thread(target=post, args=(index,)) for index in range(len(payloads))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    return replies
+
+
+@pytest.fixture
+def merging_server(store):
+    """A server that waits long enough (0.5 s) for concurrent requests to share a call; its
+    calls recorded."""
+    recorded, recorder = recorded_store(store)
+    options = rest_api.ServerOptions(max_batch_size=64, batch_timeout_micros=500_000)
+    with running_server(recorded, options) as address:
+        yield address, recorder
+
+
+def test_16_concurrent_requests_share_calls_and_get_their_own_answers(merging_server):
+    address, recorder = merging_server
+    texts = [[f"sentence {index}"] * (1 + index % 3) for index in range(16)]
+    replies = concurrently(address, [{"instances": batch} for batch in texts])
+    assert replies == [(200, {"predictions": expected_predictions(batch)}) for batch in texts]
+    assert sum(map(len, recorder.calls)) == sum(map(len, texts))
+    assert len(recorder.calls) < 16  # merged
+
+
+def test_a_too_long_input_fails_only_its_own_request_among_concurrent_ones(merging_server):
+    address, recorder = merging_server
+    texts = [[f"sentence {index}"] for index in range(16)]
+    texts[5] = ["fine", TOO_LONG]
+    replies = concurrently(address, [{"instances": batch} for batch in texts])
+    for index, batch in enumerate(texts):
+        if index == 5:
+            status, body = replies[index]
+            assert status == 400 and f"max_input_tokens={MAX_INPUT_BYTES}" in body["error"]
+        else:
+            assert replies[index] == (200, {"predictions": expected_predictions(batch)})
+    assert any(TOO_LONG in call and len(call) > 2 for call in recorder.calls)  # merged first
+
+
+def test_a_full_queue_gets_503(store):
+    recorded, recorder = recorded_store(store)
+    options = rest_api.ServerOptions(batch_timeout_micros=0, max_enqueued_instances=2,
+                                     max_instances_per_request=2)
+    replies = {}
+
+    def post(name, instances):
+        replies[name] = predict(address, {"instances": instances})
+
+    with running_server(recorded, options) as address:
+        recorder.block()
+        try:
+            threads = [threading.Thread(target=post, args=("running", ["a"]))]
+            threads[0].start()
+            assert recorder.started.wait(30)  # "a" is in the model, the queue empty
+            # Two requests for the two places left: whichever comes second finds it full,
+            # and gets its answer while the model is still held.
+            threads += [threading.Thread(target=post, args=(name, [name, name]))
+                        for name in "bc"]
+            for thread in threads[1:]:
+                thread.start()
+            for _ in range(3000):
+                if replies:
+                    break
+                threads[1].join(0.01)
+        finally:
+            recorder.release()
+        for thread in threads:
+            thread.join(60)
+    [(refused, (status, body))] = [(name, reply) for name, reply in replies.items()
+                                   if reply[0] != 200]
+    assert status == 503
+    assert "The batch scheduling queue to which this task was submitted is full" in body["error"]
+    assert refused in "bc" and len(replies) == 3
+    assert replies["running"] == (200, {"predictions": expected_predictions(["a"])})
+
+
+def test_without_batching_each_request_is_a_call_of_its_own(store):
+    recorded, recorder = recorded_store(store)
+    # Were batching on regardless, these options would merge the requests.
+    options = rest_api.ServerOptions(enable_batching=False, max_batch_size=64,
+                                     batch_timeout_micros=300_000)
+    texts = [["a", "b"], ["c", "d"], ["e", "f"]]
+    with running_server(recorded, options) as address:
+        replies = concurrently(address, [{"instances": batch} for batch in texts])
+    assert replies == [(200, {"predictions": expected_predictions(batch)}) for batch in texts]
+    assert sorted(recorder.calls) == texts
+
+
+def test_float32_outputs_are_written_with_their_shortest_digits():
+    assert model_store.json_output(np.array([[0.2, -1.5]], np.float32)) == [[0.2, -1.5]]
+    assert model_store.json_output(np.array([b"caf\xc3\xa9"], object)) == ["café"]
+
+
+def graph_error(function, *args):
+    """The message of the InvalidArgumentError that `function(*args)` raises."""
+    with pytest.raises(tf.errors.InvalidArgumentError) as raised:
+        function(*args)
+    assert "[[{{node" in raised.value.message  # the noise to clean
+    return raised.value.message
+
+
+def test_model_errors_are_cleaned_of_graph_noise():
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+    def to_number(texts):
+        return tf.strings.to_number(texts)
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.int32)])
+    def check_lengths(lengths):  # as the exporter checks its inputs
+        first = tf.argmax(lengths)
+        message = tf.strings.format("input {} has {} tokens, more than this model takes: "
+                                    "max_input_tokens=40. Split or shorten it.",
+                                    (first, lengths[first]))
+        with tf.control_dependencies([tf.debugging.Assert(tf.reduce_all(lengths <= 40),
+                                                          [message])]):
+            return tf.identity(lengths)
+
+    assert model_store.model_error_text(graph_error(to_number, tf.constant(["1.5", "one"]))) == (
+        "StringToNumberOp could not correctly convert string: one")
+    assert model_store.model_error_text(graph_error(check_lengths, tf.constant([3, 45]))) == (
+        "input 1 has 45 tokens, more than this model takes: max_input_tokens=40. Split or "
+        "shorten it.")
+
+
+def test_no_version_to_serve_says_how_to_export(tmp_path):
+    (tmp_path / ".tmp-5-1").mkdir()  # an export being written is no version yet
+    for export_dir in (tmp_path / "missing", tmp_path):
+        with pytest.raises(model_store.ExportNotFoundError,
+                           match=re.escape(str(export_dir)) + ".*python -m t2t_repro.exporter"):
+            model_store.load_latest(str(export_dir), "default")
+
+
+def read_lines_into(stream, lines):
+    """Puts each line of `stream` on the queue `lines`, then None at its end."""
+    for line in stream:
+        lines.put(line)
+    lines.put(None)
+
+
+def test_serve_command_end_to_end(export_dir):
+    """`python -m t2t_repro.serve --port=0` prints its real port once ready, answers a
+    request split over calls, and stops cleanly on SIGINT."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "t2t_repro.serve", f"--export_dir={export_dir}", "--port=0",
+         "--model_name=toy", "--max_batch_size=2"],
+        stderr=subprocess.PIPE, text=True, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+    lines = queue.Queue()
+    threading.Thread(target=read_lines_into, args=(process.stderr, lines), daemon=True).start()
+    try:
+        ready = re.compile(rf"^Serving model toy version {VERSION} at "
+                           r"http://127\.0\.0\.1:(\d+)/v1/models/toy$")
+        output = []
+        while not output or not ready.match(output[-1]):
+            line = lines.get(timeout=120)
+            assert line is not None, "".join(output)
+            output.append(line.rstrip("\n"))
+        port = int(ready.match(output[-1]).group(1))
+        assert port != 0
+        assert predict(("127.0.0.1", port), {"instances": TEXTS}, "/v1/models/toy:predict") == (
+            200, {"predictions": expected_predictions(TEXTS)})
+    finally:
+        process.send_signal(signal.SIGINT)
+        returncode = process.wait(30)
+    rest = []
+    while (line := lines.get(timeout=10)) is not None:
+        rest.append(line)
+    assert returncode == 0, "".join(rest)
+    assert "Traceback" not in "".join(output + rest)
