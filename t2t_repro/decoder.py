@@ -21,7 +21,8 @@ quiet_tensorflow.import_tensorflow()  # before anything imports it: see the modu
 
 from absl import app, flags  # noqa: E402
 
-from t2t_repro import checkpoint_flags, model_flags, problem_flags, usr_dir  # noqa: E402
+from t2t_repro import problem_flags, trained_model_flags, usr_dir  # noqa: E402
+from t2t_repro.beam_lines import beams_line  # noqa: E402
 from t2t_repro.command_line import exit_on_usage_errors  # noqa: E402
 from t2t_repro.model_flags import ConfigurationError  # noqa: E402
 from t2t_repro.text_lines import TextLinesError, iter_lines, read_lines  # noqa: E402
@@ -58,9 +59,7 @@ class ProgressPrinter:
 
 def output_line(beams, return_beams):
     """The best hypothesis, or with `return_beams` every one and its score, tab-separated."""
-    if not return_beams:
-        return beams[0][0]
-    return "\t".join(f"{text}\t{score:.4f}" for text, score in beams)
+    return beams_line(beams) if return_beams else beams[0][0]
 
 
 def encode_lines(problem, lines, path):
@@ -148,16 +147,13 @@ def decode_interactively(problem, search, decode_hparams):
 
 def run():
     from t2t_repro.decoding.text_decoding import create_decode_hparams, create_search
-    from t2t_repro.training.loop import load_trained_model
 
     problem = problem_flags.create_problem()
     problem.check_data()
-    hparams = model_flags.resolve_hparams(FLAGS.output_dir, saved_suffices=True)
-    model_flags.check_model_name()
+    hparams = trained_model_flags.resolve_hparams()
     decode_hparams = create_decode_hparams(problem, FLAGS.decode_hparams)
     sources = read_sources(problem) if FLAGS.decode_from_file else None
-    checkpoint = checkpoint_flags.resolve_checkpoint()
-    model = load_trained_model(FLAGS.model, hparams, problem, checkpoint)
+    checkpoint, model = trained_model_flags.load_model(problem, hparams)
     if sources is not None:
         check_source_lengths(model, sources[1], FLAGS.decode_from_file)
     print(f"Decoding with {checkpoint}: beam_size={decode_hparams.beam_size}, "
@@ -173,14 +169,7 @@ def run():
 def main(argv):
     exit_on_usage_errors(argv, ("problem", "output_dir"), hint="see --helpfull")
     usr_dir.import_flagged_usr_dir()
-    from t2t_repro.hparams import HParamsError
-    from t2t_repro.registry import RegistryError
-
-    try:
-        run()
-    except (ConfigurationError, RegistryError, HParamsError, OSError, TextLinesError,
-            *problem_flags.data_errors()) as error:
-        sys.exit(f"error: {error}")
+    trained_model_flags.run_reporting_errors(run, TextLinesError)
 
 
 if __name__ == "__main__":

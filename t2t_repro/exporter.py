@@ -18,9 +18,8 @@ quiet_tensorflow.import_tensorflow()  # before anything imports it: see the modu
 
 from absl import app, flags, logging  # noqa: E402
 
-from t2t_repro import checkpoint_flags, model_flags, problem_flags, usr_dir  # noqa: E402
+from t2t_repro import problem_flags, trained_model_flags, usr_dir  # noqa: E402
 from t2t_repro.command_line import exit_on_usage_errors  # noqa: E402
-from t2t_repro.model_flags import ConfigurationError  # noqa: E402
 
 FLAGS = flags.FLAGS
 
@@ -37,15 +36,12 @@ def run():
 
     from t2t_repro.decoding.text_decoding import create_decode_hparams
     from t2t_repro.serving.export import TextToTextModule, export_version, write_export
-    from t2t_repro.training.loop import load_trained_model
 
     problem = problem_flags.create_problem()
     problem.check_data()
-    hparams = model_flags.resolve_hparams(FLAGS.output_dir, saved_suffices=True)
-    model_flags.check_model_name()
+    hparams = trained_model_flags.resolve_hparams()
     decode_hparams = create_decode_hparams(problem, FLAGS.decode_hparams)
-    checkpoint = checkpoint_flags.resolve_checkpoint()
-    model = load_trained_model(FLAGS.model, hparams, problem, checkpoint)
+    checkpoint, model = trained_model_flags.load_model(problem, hparams)
     module = TextToTextModule(model, problem, decode_hparams, FLAGS.max_input_tokens)
     version = FLAGS.version if FLAGS.version is not None else export_version(checkpoint)
     info = {
@@ -68,15 +64,9 @@ def main(argv):
     exit_on_usage_errors(argv, ("problem", "output_dir"), hint="see --helpfull")
     logging.set_verbosity(logging.WARNING)  # tf.saved_model.save logs every file it writes
     usr_dir.import_flagged_usr_dir()
-    from t2t_repro.hparams import HParamsError
-    from t2t_repro.registry import RegistryError
     from t2t_repro.serving.export import ExportError
 
-    try:
-        run()
-    except (ConfigurationError, RegistryError, HParamsError, ExportError, OSError,
-            *problem_flags.data_errors()) as error:
-        sys.exit(f"error: {error}")
+    trained_model_flags.run_reporting_errors(run, ExportError)
 
 
 if __name__ == "__main__":

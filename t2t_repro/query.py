@@ -15,6 +15,7 @@ import sys
 
 from absl import app, flags
 
+from t2t_repro.beam_lines import beams_line
 from t2t_repro.command_line import FlagAlias, apply_flag_aliases, exit_on_usage_errors
 from t2t_repro.serving.client import DEFAULT_SIGNATURE, QueryError, predict
 from t2t_repro.text_lines import TextLinesError, iter_lines
@@ -39,9 +40,7 @@ ALIASES = (FlagAlias("servable_name", "model_name"), FlagAlias("timeout_secs", "
 def output_line(answer):
     """The translation, or for every beam its text and score, tab-separated (the decoder's
     `output_line` with and without `return_beams`)."""
-    if isinstance(answer, tuple):
-        return answer[0]
-    return "\t".join(f"{text}\t{score:.4f}" for text, score in answer)
+    return answer[0] if isinstance(answer, tuple) else beams_line(answer)
 
 
 def batches(lines, batch_size):

@@ -101,22 +101,24 @@ def _tree_tables(scripts):
     return log_probs, children, roots
 
 
+def _tree_step(sequences, position, nodes, constants):
+    """The scripts' step function: each hypothesis's next node along the token just chosen, and
+    that node's next-token log-probabilities."""
+    log_probs, children, row_roots = constants
+    previous = sequences[:, position]
+    followed = ops.take_along_axis(
+        ops.take(children, nodes, axis=0), ops.expand_dims(previous, 1), axis=1
+    )[:, 0]
+    nodes = ops.where(position == 0, row_roots, followed)
+    return ops.take(log_probs, nodes, axis=0), nodes
+
+
 def _scripted_search(scripts, max_lengths, beam_size=2, alpha=0.0, force_max_length=False,
                      done_per_step=None):
     """Beam-searches one script per sentence; returns (BeamSearchOutput, steps run).
     `done_per_step`, a list, receives each step's per-sentence done flags."""
     log_probs, children, roots = _tree_tables(scripts)
-
-    def step(sequences, position, nodes, constants):
-        log_probs, children, row_roots = constants
-        previous = sequences[:, position]
-        followed = ops.take_along_axis(
-            ops.take(children, nodes, axis=0), ops.expand_dims(previous, 1), axis=1
-        )[:, 0]
-        nodes = ops.where(position == 0, row_roots, followed)
-        return ops.take(log_probs, nodes, axis=0), nodes
-
-    search = BeamSearch(step, beam_size, alpha, force_max_length=force_max_length)
+    search = BeamSearch(_tree_step, beam_size, alpha, force_max_length=force_max_length)
     # Counts the compiled step's runs, one per decoded position.
     compiled_step, steps = search._step, []
 

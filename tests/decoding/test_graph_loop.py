@@ -15,6 +15,7 @@ from test_beam_search import (
     PADDING_MASS_SCRIPT,
     SOURCES,
     _model,
+    _tree_step,
     _tree_tables,
 )
 
@@ -27,17 +28,7 @@ pytestmark = pytest.mark.filterwarnings("ignore:You are using a softmax over axi
 def _scripted(scripts, max_lengths, loop, beam_size=2, alpha=0.0, force_max_length=False):
     """Beam-searches one script per sentence (the step of test_beam_search's scripts)."""
     log_probs, children, roots = _tree_tables(scripts)
-
-    def step(sequences, position, nodes, constants):
-        log_probs, children, row_roots = constants
-        previous = sequences[:, position]
-        followed = ops.take_along_axis(
-            ops.take(children, nodes, axis=0), ops.expand_dims(previous, 1), axis=1
-        )[:, 0]
-        nodes = ops.where(position == 0, row_roots, followed)
-        return ops.take(log_probs, nodes, axis=0), nodes
-
-    search = BeamSearch(step, beam_size, alpha, force_max_length=force_max_length, loop=loop)
+    search = BeamSearch(_tree_step, beam_size, alpha, force_max_length=force_max_length, loop=loop)
     constants = tuple(ops.convert_to_tensor(table)
                       for table in (log_probs, children, np.repeat(roots, beam_size)))
     return search(ops.zeros((len(scripts) * beam_size,), "int32"), constants, max_lengths)
