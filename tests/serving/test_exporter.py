@@ -138,3 +138,21 @@ def test_algorithmic_problem_exports_symbols_to_symbols(tmp_path):
     expected = decoder_lines(flags, tmp_path / "run", source_file)
     assert answers["signatures"]["serving_default"]["outputs"] == expected
     assert "accepts only the symbols 0..9" in answers["errors"]["3 x 4"]
+
+
+def test_the_served_export_answers_as_the_decoder_cli(ende):
+    """The export behind `python -m t2t_repro.serve`: sentences sent concurrently in requests
+    of 4 (so the server batches them together) come back as the decoder wrote them."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from t2t_repro.serving.client import predict
+    from t2t_repro.serving.local_server import LocalServer
+
+    expected = decoder_lines(ende["flags"], ende["run"], ende["source_file"])
+    requests = [ende["lines"][start:start + 4] for start in range(0, SENTENCES, 4)]
+    with LocalServer([f"--export_dir={ende['run'] / 'export'}", "--model_name=ende"]) as server:
+        assert server.version == "100"
+        with ThreadPoolExecutor(len(requests)) as pool:
+            answers = pool.map(lambda texts: predict(server.url, "ende", texts), requests)
+            served = [text for answer in answers for text, _ in answer]
+    assert served == expected
