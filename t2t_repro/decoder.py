@@ -57,6 +57,20 @@ class ProgressPrinter:
               f"{elapsed:.0f} s)", file=sys.stderr, flush=True)
 
 
+# What tf.strings.strip removes: a line of only these is blank, here as in an exported model.
+_ASCII_WHITESPACE = " \t\n\v\f\r"
+
+
+def is_blank(text):
+    """Whether `text` is empty or ASCII whitespace only. A blank line translates to an empty
+    line with score 0, without decoding, as an exported model answers it."""
+    return not text.strip(_ASCII_WHITESPACE)
+
+
+def blank_beams(decode_hparams):
+    return [("", 0.0)] * decode_hparams.beam_size
+
+
 def output_line(beams, return_beams):
     """The best hypothesis, or with `return_beams` every one and its score, tab-separated."""
     return beams_line(beams) if return_beams else beams[0][0]
@@ -106,8 +120,11 @@ def read_sources(problem):
 def decode_file(problem, search, decode_hparams, sources, id_lists, references):
     from t2t_repro.decoding.text_decoding import decode_encoded
 
-    beams = decode_encoded(problem, search, id_lists, decode_hparams.batch_size,
-                           ProgressPrinter())
+    blank = [is_blank(source) for source in sources]
+    decoded = iter(decode_encoded(problem, search,
+                                  [ids for ids, skip in zip(id_lists, blank) if not skip],
+                                  decode_hparams.batch_size, ProgressPrinter()))
+    beams = [blank_beams(decode_hparams) if skip else next(decoded) for skip in blank]
     lines = [output_line(hypotheses, decode_hparams.return_beams) for hypotheses in beams]
     if FLAGS.decode_to_file:
         write_lines_atomically(lines, FLAGS.decode_to_file)
@@ -135,6 +152,9 @@ def decode_interactively(problem, search, decode_hparams):
         line_number, line = next(lines, (None, None))
         if line is None:
             return
+        if is_blank(line):
+            print(output_line(blank_beams(decode_hparams), decode_hparams.return_beams), flush=True)
+            continue
         try:
             ids = problem.encode(line)
             search.model.check_length(len(ids), "source")
