@@ -22,8 +22,9 @@ def texts_of_ids(ids, texts_of_rows):
 
 class SubwordGraphText(tf.Module):
     """tensorflow-text's SentencepieceTokenizer over a problem's sentencepiece model (the
-    vocabulary's bytes are held in the graph; `model_file` is also tracked as a SavedModel
-    asset, so the export carries the vocabulary as a file too)."""
+    vocabulary's bytes are held in the graph, as an attribute of tensorflow-text's op;
+    `vocabulary_file` is also tracked as a SavedModel asset, so the export carries the
+    vocabulary as a file too, for people and other tools)."""
 
     def __init__(self, vocabulary):
         super().__init__(name="subword_text")

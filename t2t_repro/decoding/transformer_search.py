@@ -61,10 +61,15 @@ class TransformerBeamSearch:
         """Each sentence's maximum output length: its source length (EOS included) plus
         `extra_length`, capped at `hparams.max_length` for a learned-position model, which has
         no position beyond its table to decode at."""
-        lengths = np.count_nonzero(np.asarray(inputs) != PAD_ID, axis=1) + self.extra_length
+        source_lengths = np.count_nonzero(np.asarray(inputs) != PAD_ID, axis=1)
+        return ops.convert_to_numpy(self._output_limits(source_lengths)).astype(np.int32)
+
+    def _output_limits(self, source_lengths):
+        """`max_lengths` of the source lengths (an array, or a tensor in a traced program)."""
+        lengths = source_lengths + self.extra_length
         if self.model.max_positions is not None:
-            lengths = np.minimum(lengths, self.model.max_positions)
-        return np.maximum(lengths, 1)
+            lengths = ops.minimum(lengths, self.model.max_positions)
+        return ops.maximum(lengths, 1)
 
     def __call__(self, inputs, max_lengths=None):
         """Decodes `inputs` [batch, source_length]; `max_lengths` [batch] overrides
@@ -99,10 +104,7 @@ class TransformerBeamSearch:
         width = ops.max(ops.concatenate([lengths, ops.ones((1,), "int32")]))
         inputs = inputs[:, :width]
         inputs = ops.pad(inputs, ((0, 0), (0, padded_length(width, limit) - width)))
-        max_lengths = lengths + self.extra_length
-        if limit is not None:
-            max_lengths = ops.minimum(max_lengths, limit)
-        max_lengths = ops.maximum(max_lengths, 1)
+        max_lengths = self._output_limits(lengths)
         memory, memory_mask = self.model.encode(inputs, training=False)
         sequence_length = padded_length(ops.max(max_lengths), limit)
         state, constants = self._search_inputs(memory, memory_mask, sequence_length)
