@@ -41,8 +41,12 @@ def transformer_base():
         optimizer_adam_beta2=0.98,
         optimizer_adam_epsilon=1e-9,
         clip_grad_norm=0.0,  # 0: no clipping (the paper clips nothing)
+        dtype_policy="float32",  # or mixed_bfloat16 / mixed_float16 (training only)
         # Data and schedule.
-        batch_size=25000,  # tokens per step, all replicas together (paper §5.1)
+        batch_size=25000,  # tokens per micro-batch, all replicas together (paper §5.1)
+        # Micro-batches per optimizer update: the update's batch is batch_size × this many
+        # tokens (tensor2tensor's optimizer_multistep_accumulate_steps).
+        gradient_accumulation_steps=1,
         max_length=256,  # longer examples are dropped from training
         train_steps=100000,
     )

@@ -41,6 +41,10 @@ flags.DEFINE_enum("strategy", "auto", STRATEGIES,
                   "auto (Mirrored over several GPUs, else one device), default (one device), "
                   "mirrored (all local devices) or multi_worker (machines named by TF_CONFIG).")
 flags.DEFINE_bool("jit_compile", False, "Compile the train step with XLA.")
+flags.DEFINE_float("peak_tflops", None,
+                   "Peak TFLOPS of one device at the training dtype, for the model FLOPs "
+                   "utilisation in progress lines (default: looked up for known GPUs; none on "
+                   "CPUs).", lower_bound=0.0)
 flags.DEFINE_integer("random_seed", None, "Seed for weights, dropout and data order.")
 flags.DEFINE_integer("eval_decode_examples", 100,
                      "At every evaluation, beam-decode this many eval examples with "
@@ -127,7 +131,7 @@ def run():
     import keras
 
     from t2t_repro.training.loop import TrainingRun
-    from t2t_repro.training.strategy import create_strategy
+    from t2t_repro.training.strategy import create_strategy, is_chief
 
     problem = problem_flags.create_problem()
     hparams = model_flags.resolve_hparams(FLAGS.output_dir)
@@ -135,14 +139,16 @@ def run():
     if FLAGS.generate_data:
         problem.generate_data(FLAGS.tmp_dir, download=FLAGS.download)
     problem.check_data()  # before anything is written to --output_dir
-    save_run_config(hparams, FLAGS.output_dir)
+    strategy = create_strategy(FLAGS.strategy)
+    if is_chief(strategy):
+        save_run_config(hparams, FLAGS.output_dir)
     if FLAGS.random_seed is not None:
         keras.utils.set_random_seed(FLAGS.random_seed)
     run = TrainingRun(
         problem,
         hparams,
         FLAGS.output_dir,
-        create_strategy(FLAGS.strategy),
+        strategy,
         model_name=FLAGS.model,
         save_checkpoints_steps=FLAGS.save_checkpoints_steps,
         save_checkpoints_minutes=FLAGS.save_checkpoints_minutes,
@@ -183,9 +189,12 @@ def main(argv):
     from t2t_repro.hparams import HParamsError
     from t2t_repro.registry import RegistryError
 
+    from t2t_repro.training.loop import NonFiniteLossError
+
     try:
         run()
-    except (ConfigurationError, RegistryError, HParamsError, *problem_flags.data_errors()) as error:
+    except (ConfigurationError, RegistryError, HParamsError, NonFiniteLossError,
+            *problem_flags.data_errors()) as error:
         sys.exit(f"error: {error}")
 
 

@@ -130,7 +130,8 @@ class Problem:
         dropped = sum(count for length, count in histogram.items() if length > max_length)
         return dropped, sum(histogram.values())
 
-    def dataset(self, mode, hparams, shuffle=None, repeat=None, seed=None, num_replicas=1):
+    def dataset(self, mode, hparams, shuffle=None, repeat=None, seed=None, num_replicas=1,
+                input_context=None):
         """Batches for `keras.Model.fit`: `(features, targets)` of at most `hparams.batch_size`
         tokens (global across replicas), examples longer than `hparams.max_length` dropped.
 
@@ -144,8 +145,12 @@ class Problem:
         shuffle = training if shuffle is None else shuffle
         repeat = training if repeat is None else repeat
         chunks = self.example_chunks(mode, repeat=repeat, shuffle=shuffle, seed=seed)
+        budget = hparams.batch_size
+        if input_context is not None:  # per-replica batches of the replica's share
+            budget //= input_context.num_replicas_in_sync
+            num_replicas = 1
         batches = batching.batch_by_token_budget(
-            chunks, hparams.batch_size, hparams.max_length, shuffle=shuffle, seed=seed,
+            chunks, budget, hparams.max_length, shuffle=shuffle, seed=seed,
             rows_multiple=num_replicas,
         )
         if shuffle:

@@ -47,20 +47,24 @@ class CheckpointManager:
     """Saves `ckpt-<step>.weights.h5` files in `directory` and keeps the newest `max_to_keep`.
 
     The model must be compiled and built (and its optimizer built) before saving or restoring.
+    With `writes=False` (a multi-worker run's non-chief workers) saving does nothing.
     """
 
-    def __init__(self, directory, model, max_to_keep=20):
+    def __init__(self, directory, model, max_to_keep=20, writes=True):
         if max_to_keep < 1:
             raise ValueError(f"max_to_keep must be at least 1, got {max_to_keep}.")
         self.directory = directory
         self.model = model
         self.max_to_keep = max_to_keep
+        self.writes = writes
 
     def step(self):
         return int(keras.ops.convert_to_numpy(self.model.optimizer.iterations))
 
     def save(self):
         """Writes the checkpoint of the current step (if not written yet) and prunes old ones."""
+        if not self.writes:
+            return None
         os.makedirs(self.directory, exist_ok=True)
         step = self.step()
         path = checkpoint_path(self.directory, step)
@@ -81,18 +85,17 @@ class CheckpointManager:
         return self.step()
 
 
-class CheckpointCallback(keras.callbacks.Callback):
-    """Saves every `every_steps` steps and every `every_minutes` minutes (0 disables either)."""
+class CheckpointSchedule:
+    """Saves every `every_steps` steps and every `every_minutes` minutes (0 disables either);
+    the training loop calls `after_update` after each optimizer update."""
 
     def __init__(self, manager, every_steps=0, every_minutes=10.0):
-        super().__init__()
         self.manager = manager
         self.every_steps = every_steps
         self.every_seconds = every_minutes * 60.0
         self._last_save_time = time.monotonic()
 
-    def on_train_batch_end(self, batch, logs=None):
-        step = self.manager.step()
+    def after_update(self, step):
         due_by_steps = self.every_steps and step % self.every_steps == 0
         due_by_time = (
             self.every_seconds and time.monotonic() - self._last_save_time >= self.every_seconds

@@ -8,16 +8,39 @@ import keras
 from t2t_repro import registry
 from t2t_repro.data.problem import EVAL, TRAIN
 from t2t_repro.training import checkpoints, summaries
+from t2t_repro.training import strategy as strategy_lib
 from t2t_repro.training.losses import LabelSmoothedCrossEntropy, training_metrics
 from t2t_repro.training.optimizer import create_optimizer
+from t2t_repro.training.train_step import TrainStep
 
 SCHEDULES = ("train_and_evaluate", "train", "evaluate")
 
 
-def build_model(model_name, hparams, problem):
-    """The registered model for `problem`'s vocabularies, with all its weights created."""
+class NonFiniteLossError(Exception):
+    """An update's loss or gradient was NaN or infinite; training stopped before saving it."""
+
+    def __init__(self, step, last_checkpoint):
+        kept = (f"the last good checkpoint, {last_checkpoint}, is kept" if last_checkpoint
+                else "no checkpoint had been written yet")
+        super().__init__(
+            f"the loss or a gradient of step {step} is NaN or infinite, so training stopped "
+            f"and nothing of that step was saved; {kept}. Lower the learning rate (or raise "
+            f"learning_rate_warmup_steps), set clip_grad_norm, or check the data; then run the "
+            f"same command to resume."
+        )
+        self.step = step
+        self.last_checkpoint = last_checkpoint
+
+
+def build_model(model_name, hparams, problem, dtype_policy="float32"):
+    """The registered model for `problem`'s vocabularies, with all its weights created.
+
+    Weights are float32 under every policy; training uses `hparams.dtype_policy`, inference
+    float32, and either loads the other's checkpoints.
+    """
     model_class = registry.models[model_name]
-    model = model_class(hparams, problem.input_vocab_size, problem.target_vocab_size)
+    model = model_class(hparams, problem.input_vocab_size, problem.target_vocab_size,
+                        dtype=dtype_policy)
     return model.build_weights()
 
 
@@ -52,11 +75,16 @@ class TrainingRun:
         save_checkpoints_steps, save_checkpoints_minutes, keep_checkpoint_max: checkpointing.
         eval_every: training steps between evaluations. eval_steps: batches per evaluation
             (0: the whole eval set). log_every: steps between progress lines.
-        jit_compile: compile the train step with XLA.
+        jit_compile: compile each replica's part of the train step with XLA.
         decode_evaluation: optional `DecodeEvaluation` run at every evaluation: real BLEU or
             bracket F1 from beam search, written beside the teacher-forced scalars; the
             decoded texts go to `<output_dir>/eval/decodes-<step>.txt`, line by line with
             `inputs.txt` and `targets.txt` there.
+        throughput: keyword arguments of `summaries.ProgressReport` for model FLOPs
+            utilisation (`flops_of`, `peak_tflops`), or None.
+
+    Under a multi-worker strategy every worker must be given the same `output_dir`, on storage
+    all of them read (each restores the same checkpoint); only the chief writes there.
     """
 
     def __init__(
@@ -74,6 +102,7 @@ class TrainingRun:
         log_every=100,
         jit_compile=False,
         decode_evaluation=None,
+        throughput=None,
         print_fn=print,
     ):
         self.problem = problem
@@ -87,15 +116,24 @@ class TrainingRun:
         self.log_every = log_every
         self.decode_evaluation = decode_evaluation
         self.print_fn = print_fn
+        self.is_chief = strategy_lib.is_chief(strategy)
         with strategy.scope():
             self.model = compile_for_training(
-                build_model(model_name, hparams, problem), hparams, jit_compile
+                build_model(model_name, hparams, problem, hparams.dtype_policy), hparams,
+                jit_compile,
             )
-        self.checkpoints = checkpoints.CheckpointManager(
-            output_dir, self.model, max_to_keep=keep_checkpoint_max
+        self.train_step = TrainStep(
+            self.model, strategy, hparams.label_smoothing,
+            accumulation_steps=hparams.gradient_accumulation_steps,
+            clip_norm=hparams.clip_grad_norm, jit_compile=jit_compile,
         )
+        self.checkpoints = checkpoints.CheckpointManager(
+            output_dir, self.model, max_to_keep=keep_checkpoint_max, writes=self.is_chief
+        )
+        self.throughput = throughput
         self._writers = {}
         self._datasets = {}
+        self._train_batches = None
 
     def _dataset(self, mode):
         """The mode's batched dataset, built once; each iteration over it starts afresh."""
@@ -116,53 +154,86 @@ class TrainingRun:
 
     def _writer(self, mode):
         if mode not in self._writers:
-            self._writers[mode] = summaries.ScalarWriter(os.path.join(self.output_dir, mode))
+            self._writers[mode] = (summaries.ScalarWriter(os.path.join(self.output_dir, mode))
+                                   if self.is_chief else summaries.NoWriter())
         return self._writers[mode]
 
     def restore(self):
         """Loads the latest checkpoint, if any; returns the step it resumes from."""
         with self.strategy.scope():
             step = self.checkpoints.restore()
+        self._check_replicas_resume_together(step)
         if step:
             self.print_fn(f"Resumed from {checkpoints.latest_checkpoint(self.output_dir)} "
                           f"at step {step}.")
         return step
 
-    def train(self, train_steps, evaluate_every_segment=True):
-        """Trains up to `train_steps` (counting steps already done), evaluating every
-        `eval_every` steps; checkpoints as configured and once more at the end.
+    def _check_replicas_resume_together(self, step):
+        """Workers that restored different steps (each read its own --output_dir) would train
+        on different weights: that is an error, found by summing step and step² over replicas."""
+        replicas = self.strategy.num_replicas_in_sync
+        if replicas == 1:
+            return
+        import tensorflow as tf
 
-        Returns the scalars of the last evaluation, or None if none ran.
+        moments = tf.constant([step, step * step], tf.float64)
+        sums = self.strategy.reduce(
+            tf.distribute.ReduceOp.SUM, self.strategy.run(lambda: tf.identity(moments)), axis=None
+        ).numpy()
+        if sums[0] != step * replicas or sums[1] != step * step * replicas:
+            raise ValueError(
+                f"this worker resumed from step {step}, but the workers' mean step is "
+                f"{sums[0] / replicas:g}: every worker must be given the same --output_dir, "
+                f"on storage all of them can read."
+            )
+
+    def train(self, train_steps, evaluate_every_segment=True):
+        """Trains up to `train_steps` optimizer updates (counting those already done),
+        evaluating every `eval_every` updates; checkpoints as configured and once more at the
+        end. Each update takes `gradient_accumulation_steps` micro-batches.
+
+        Returns the scalars of the last evaluation, or None if none ran. Raises
+        `NonFiniteLossError` (having saved nothing after the last good checkpoint) when an
+        update's loss or gradient is NaN or infinite.
         """
         step = self.restore()
         eval_scalars = None
         if step >= train_steps:
             self.print_fn(f"Already trained {step} of {train_steps} steps; nothing to do.")
             return eval_scalars
-        dataset = self._dataset(TRAIN)
-        callbacks = [
-            checkpoints.CheckpointCallback(
-                self.checkpoints, self.save_checkpoints_steps, self.save_checkpoints_minutes
-            ),
-            summaries.ProgressLogger(
-                self._writer(TRAIN), train_steps, self.log_every, self.print_fn
-            ),
-        ]
+        iterator = iter(self._train_input())
+        saver = checkpoints.CheckpointSchedule(
+            self.checkpoints, self.save_checkpoints_steps, self.save_checkpoints_minutes
+        )
+        progress = summaries.ProgressReport(
+            self._writer(TRAIN), train_steps, self.log_every, self.print_fn,
+            **(self.throughput or {}),
+        )
         while step < train_steps:
-            segment_end = min((step // self.eval_every + 1) * self.eval_every, train_steps)
-            self.model.fit(
-                dataset,
-                steps_per_epoch=segment_end - step,
-                epochs=1,
-                callbacks=callbacks,
-                shuffle=False,  # the dataset shuffles itself
-                verbose=0,
-            )
-            step = self.checkpoints.step()
-            if evaluate_every_segment:
+            stats = self.train_step(iterator)
+            previous, step = step, self.checkpoints.step()
+            if not stats.finite:
+                raise NonFiniteLossError(previous + 1, checkpoints.latest_checkpoint(
+                    self.output_dir))
+            if step == previous:  # a float16 step skipped by the loss scale
+                continue
+            progress.add(stats, step, summaries.learning_rate_of_update(
+                self.model.optimizer, step))
+            saver.after_update(step)
+            if evaluate_every_segment and (step % self.eval_every == 0 or step == train_steps):
                 eval_scalars = self.evaluate()
         self.checkpoints.save()
         return eval_scalars
+
+    def _train_input(self):
+        """The training batches, per replica: each input pipeline (worker) reads its own
+        shards and batches to its replicas' share of the global token budget."""
+        if self._train_batches is None:
+            self._report_length_filter(TRAIN)
+            self._train_batches = self.strategy.distribute_datasets_from_function(
+                lambda context: self.problem.dataset(TRAIN, self.hparams, input_context=context)
+            )
+        return self._train_batches
 
     def evaluate(self):
         """Loss and token metrics on the eval set, and the decode evaluation's metrics,
@@ -187,6 +258,8 @@ class TrainingRun:
         the figures can be checked or recomputed with other tools."""
         evaluation = self.decode_evaluation
         decodes = evaluation.decode(self.model)
+        if not self.is_chief:
+            return evaluation.score(decodes)
         directory = os.path.join(self.output_dir, EVAL)
         os.makedirs(directory, exist_ok=True)
         for name, lines in (("inputs.txt", evaluation.input_texts),

@@ -40,13 +40,19 @@ def label_smoothed_cross_entropy(labels, logits, smoothing):
     Returns:
         [batch, length] losses (padding positions included; weight them out with `token_mask`).
     """
+    return smoothed_loss_and_nll(labels, logits, smoothing)[0]
+
+
+def smoothed_loss_and_nll(labels, logits, smoothing):
+    """`(label_smoothed_cross_entropy, nll)` per token from one log-softmax over the
+    vocabulary: the training step reports the unsmoothed nll beside the loss it optimizes."""
     log_probs, nll = _log_probs_and_nll(labels, logits)
     if not smoothing:
-        return nll
+        return nll, nll
     vocab_size = int(ops.shape(logits)[-1])  # static: the model's vocabulary
     other_tokens_nll = -ops.sum(log_probs, axis=-1) - nll
     cross_entropy = (1.0 - smoothing) * nll + smoothing / (vocab_size - 1) * other_tokens_nll
-    return cross_entropy - smoothed_target_entropy(vocab_size, smoothing)
+    return cross_entropy - smoothed_target_entropy(vocab_size, smoothing), nll
 
 
 def token_mask(labels):
@@ -155,23 +161,7 @@ class TokenMeanLoss(TokenMean):
         return {**super().get_config(), "smoothing": self.smoothing}
 
 
-class TargetTokens(keras.metrics.Metric):
-    """Number of non-padding target tokens seen, for throughput figures."""
-
-    def __init__(self, name="target_tokens", **kwargs):
-        super().__init__(name=name, **kwargs)
-        self.count = self.add_variable(shape=(), initializer="zeros", name="count")
-
-    def update_state(self, y_true, y_pred, sample_weight=None):
-        self.count.assign_add(ops.sum(token_mask(y_true)))
-
-    def result(self):
-        return ops.cast(self.count, self.dtype)
-
-    def reset_state(self):
-        self.count.assign(0.0)
-
-
 def training_metrics(smoothing):
-    """The metrics a training model is compiled with; `smoothing` is the loss's ε."""
-    return [TokenMeanLoss(smoothing), TokenAccuracy(), NegLogPerplexity(), TargetTokens()]
+    """The metrics a training model is compiled with (evaluation reports them); `smoothing`
+    is the loss's ε."""
+    return [TokenMeanLoss(smoothing), TokenAccuracy(), NegLogPerplexity()]

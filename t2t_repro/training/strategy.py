@@ -21,3 +21,15 @@ def create_strategy(name="auto"):
     if name == "multi_worker":
         return tf.distribute.MultiWorkerMirroredStrategy()
     raise ValueError(f"Unknown strategy '{name}'. Choose one of: {', '.join(STRATEGIES)}.")
+
+
+def is_chief(strategy):
+    """Whether this process writes the run's files: always, except on a multi-worker run's
+    workers other than the chief (task "chief", or "worker" 0 when no chief is named)."""
+    resolver = getattr(strategy, "cluster_resolver", None)
+    if resolver is None or not resolver.task_type:
+        return True
+    if resolver.task_type == "chief":
+        return True
+    has_chief = "chief" in resolver.cluster_spec().as_dict()
+    return resolver.task_type == "worker" and resolver.task_id == 0 and not has_chief

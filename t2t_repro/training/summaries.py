@@ -6,8 +6,6 @@ import time
 import keras
 import tensorflow as tf
 
-from t2t_repro.training.losses import TokenMean
-
 # The names written to TensorBoard and the console -> the token-mean metrics that give them.
 _REPORTED_METRICS = {
     "loss": "token_mean_loss",
@@ -29,6 +27,13 @@ class ScalarWriter:
         self._writer.flush()
 
 
+class NoWriter:
+    """Stands in for a ScalarWriter on a multi-worker run's non-chief workers."""
+
+    def write(self, scalars, step):
+        pass
+
+
 def reported_scalars(logs):
     """The loss and token metrics from a Keras `logs` dict, as floats: means over all the
     non-padding target tokens the metrics saw."""
@@ -36,87 +41,57 @@ def reported_scalars(logs):
             if metric in logs}
 
 
-def _token_means(model):
-    """`{metric name: TokenMean}` of the reported metrics `model` was compiled with."""
-    found = {}
-    pending = list(model.metrics)
-    while pending:
-        metric = pending.pop()
-        if isinstance(metric, TokenMean):
-            found[metric.name] = metric
-        pending += getattr(metric, "metrics", [])
-    return {name: found[metric] for name, metric in _REPORTED_METRICS.items() if metric in found}
+class ProgressReport:
+    """Every `every_steps` optimizer updates: prints a progress line and writes train scalars.
 
-
-def _sums(metrics):
-    """`{name: (total, count)}` of token-mean metrics, as floats."""
-    return {name: (float(keras.ops.convert_to_numpy(metric.total)),
-                   float(keras.ops.convert_to_numpy(metric.count)))
-            for name, metric in metrics.items()}
-
-
-class ProgressLogger(keras.callbacks.Callback):
-    """Every `every_steps` steps: prints a progress line and writes train scalars to TensorBoard.
-
-    Loss, accuracy and neg_log_perplexity are token means over the steps since the previous
-    progress line: the token metrics' running sums, differenced between the two lines (Keras
-    resets them when each `fit` call starts, so a finished call's part is carried over).
-    Throughput is measured over the last interval from the `target_tokens` metric.
+    Loss, accuracy and neg_log_perplexity are token means over the updates since the previous
+    line, from the training step's sums. Throughput counts real (non-padding) target tokens;
+    with `flops_of` (UpdateStats -> model FLOPs of that update) and `peak_tflops` (the devices'
+    summed peak), the line also gives model FLOPs utilisation.
     """
 
-    def __init__(self, writer, total_steps, every_steps=100, print_fn=print):
-        super().__init__()
+    def __init__(self, writer, total_steps, every_steps=100, print_fn=print, flops_of=None,
+                 peak_tflops=None):
         self.writer = writer
         self.total_steps = total_steps
         self.every_steps = every_steps
         self.print_fn = print_fn
-        self._metrics = {}  # found once Keras has built the compiled metrics
-        self._carried = {}  # sums from finished `fit` calls since the last line
+        self.flops_of = flops_of
+        self.peak_tflops = peak_tflops
+        self._start_interval()
 
-    def on_train_begin(self, logs=None):
-        # Each `fit` call resets the metrics (just after this callback runs).
-        self._at_mark = {}
-        self._start_interval(0.0)
-
-    def on_train_end(self, logs=None):
-        self._carried = self._interval_sums()
-
-    def _interval_sums(self):
-        """`{name: (total, count)}` since the last line, finished `fit` calls included."""
-        if not self._metrics:  # Keras may build them only with the first step
-            self._metrics = _token_means(self.model)
-        sums = {}
-        for name, (total, count) in _sums(self._metrics).items():
-            carried_total, carried_count = self._carried.get(name, (0.0, 0.0))
-            mark_total, mark_count = self._at_mark.get(name, (0.0, 0.0))
-            sums[name] = (carried_total + total - mark_total, carried_count + count - mark_count)
-        return sums
-
-    def _start_interval(self, tokens):
+    def _start_interval(self):
+        self._sums = dict.fromkeys(("loss", "nll", "correct", "tokens", "flops", "updates"), 0.0)
         self._last_time = time.monotonic()
-        self._last_tokens = tokens
-        self._last_step = self._step()
 
-    def _step(self):
-        return int(keras.ops.convert_to_numpy(self.model.optimizer.iterations))
-
-    def on_train_batch_end(self, batch, logs=None):
-        step = self._step()
+    def add(self, stats, step, learning_rate):
+        """Counts one update's `UpdateStats`; `step` is the optimizer's step after it, and
+        `learning_rate` the rate it used. Reports when `step` is due."""
+        sums = self._sums
+        sums["loss"] += stats.loss_sum
+        sums["nll"] += stats.nll_sum
+        sums["correct"] += stats.correct
+        sums["tokens"] += stats.target_tokens
+        sums["updates"] += 1
+        if self.flops_of is not None:
+            sums["flops"] += self.flops_of(stats)
         if step % self.every_steps and step != self.total_steps:
             return
-        logs = logs or {}
         elapsed = max(time.monotonic() - self._last_time, 1e-9)
-        tokens = float(logs.get("target_tokens", 0.0))
-        scalars = {name: total / max(count, 1.0)
-                   for name, (total, count) in self._interval_sums().items()}
-        scalars["learning_rate"] = learning_rate_of_update(self.model.optimizer, step)
-        scalars["target_tokens_per_second"] = (tokens - self._last_tokens) / elapsed
-        scalars["steps_per_second"] = (step - self._last_step) / elapsed
+        tokens = max(sums["tokens"], 1.0)
+        scalars = {
+            "loss": sums["loss"] / tokens,
+            "accuracy": sums["correct"] / tokens,
+            "neg_log_perplexity": -sums["nll"] / tokens,
+            "learning_rate": learning_rate,
+            "target_tokens_per_second": sums["tokens"] / elapsed,
+            "steps_per_second": sums["updates"] / elapsed,
+        }
+        if self.flops_of is not None and self.peak_tflops:
+            scalars["model_flops_utilization"] = sums["flops"] / elapsed / (self.peak_tflops * 1e12)
         self.writer.write(scalars, step)
         self.print_fn(f"step {step}/{self.total_steps} | {format_scalars(scalars)}")
-        self._start_interval(tokens)
-        self._at_mark = _sums(self._metrics)
-        self._carried = {}
+        self._start_interval()
 
 
 def learning_rate_of_update(optimizer, step):
@@ -125,6 +100,7 @@ def learning_rate_of_update(optimizer, step):
     `optimizer.learning_rate` evaluates a schedule at the current iteration count, i.e. gives
     the rate of the next update; logged beside the loss of step s it must be update s's rate.
     """
+    optimizer = getattr(optimizer, "inner_optimizer", optimizer)  # under loss scaling
     schedule = getattr(optimizer, "_learning_rate", None)
     if isinstance(schedule, keras.optimizers.schedules.LearningRateSchedule):
         rate = schedule(max(step - 1, 0))
@@ -144,6 +120,7 @@ def format_scalars(scalars):
         "learning_rate": "lr {:.3g}",
         "target_tokens_per_second": "{:.0f} tok/s",
         "steps_per_second": "{:.2f} steps/s",
+        "model_flops_utilization": "MFU {:.1%}",
     }
     for name, fmt in formats.items():
         if name in scalars:

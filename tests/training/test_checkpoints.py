@@ -1,4 +1,4 @@
-"""CheckpointManager and CheckpointCallback on a tiny compiled Keras model."""
+"""CheckpointManager and CheckpointSchedule on a tiny compiled Keras model."""
 
 import os
 import types
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from t2t_repro.training import checkpoints
-from t2t_repro.training.checkpoints import CheckpointCallback, CheckpointManager
+from t2t_repro.training.checkpoints import CheckpointManager, CheckpointSchedule
 
 
 def tiny_compiled_model(seed=0):
@@ -29,6 +29,17 @@ def toy_data(count=40):
 def train_steps(model, steps, callbacks=()):
     x, y = toy_data(4 * steps)
     model.fit(x, y, batch_size=4, epochs=1, shuffle=False, verbose=0, callbacks=list(callbacks))
+
+
+class AfterEachUpdate(keras.callbacks.Callback):
+    """Calls `schedule.after_update(step)` after each step, as the training loop does."""
+
+    def __init__(self, schedule):
+        super().__init__()
+        self.schedule = schedule
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.schedule.after_update(iterations(self.model))
 
 
 def iterations(model):
@@ -175,16 +186,17 @@ def test_restore_specific_path_and_empty_directory(tmp_path):
         np.testing.assert_array_equal(now, then)
 
 
-def test_callback_saves_every_n_steps(tmp_path):
+def test_schedule_saves_every_n_steps(tmp_path):
     """every_steps=3 over 10 training steps writes checkpoints at steps 3, 6 and 9 only."""
     model = tiny_compiled_model()
     manager = CheckpointManager(str(tmp_path), model, max_to_keep=10)
-    train_steps(model, 10, [CheckpointCallback(manager, every_steps=3, every_minutes=0)])
+    schedule = CheckpointSchedule(manager, every_steps=3, every_minutes=0)
+    train_steps(model, 10, [AfterEachUpdate(schedule)])
     assert iterations(model) == 10
     assert checkpoint_steps(tmp_path) == [3, 6, 9]
 
 
-def test_callback_saves_every_n_minutes(tmp_path, monkeypatch):
+def test_schedule_saves_every_n_minutes(tmp_path, monkeypatch):
     """every_minutes=10 with a clock advancing 4 minutes per step saves when 10 minutes have
     passed since the last save: steps 3 (12 min), 6 (24) and 9 (36) of 10."""
     clock = {"now": 0.0}
@@ -196,6 +208,6 @@ def test_callback_saves_every_n_minutes(tmp_path, monkeypatch):
 
     model = tiny_compiled_model()
     manager = CheckpointManager(str(tmp_path), model, max_to_keep=10)
-    callback = CheckpointCallback(manager, every_steps=0, every_minutes=10)
-    train_steps(model, 10, [AdvanceClock(), callback])
+    schedule = CheckpointSchedule(manager, every_steps=0, every_minutes=10)
+    train_steps(model, 10, [AdvanceClock(), AfterEachUpdate(schedule)])
     assert checkpoint_steps(tmp_path) == [3, 6, 9]

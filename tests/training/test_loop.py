@@ -14,6 +14,7 @@ from t2t_repro.data.problem import EVAL, TRAIN
 from t2t_repro.hparams import create_hparams
 from t2t_repro.training import checkpoints, summaries
 from t2t_repro.training.loop import TrainingRun, compile_for_training
+from t2t_repro.training.train_step import TrainStep
 
 # Small enough for a 2-core CPU: a 2-layer d_model 64 model for the learning test, a 1-layer
 # d_model 32 model where only the mechanics of stopping and resuming matter.
@@ -308,17 +309,19 @@ class _RecordingWriter:
 
 @pytest.mark.filterwarnings("ignore:Your input ran out of data")
 def test_train_scalars_are_token_means_over_the_last_logging_interval():
-    """Logging every 3 steps over two `fit` calls (4 steps, an evaluation, then 2 steps; each
-    call starts the batch list afresh): step 3 reports batches 0-2, step 6 reports batch 3 of
-    the first call and batches 0-1 of the second; each a token mean computed in NumPy."""
+    """Logging every 3 updates over 6 (an evaluation between updates 4 and 5): step 3 reports
+    batches 0-2, step 6 batches 3, 0 and 1; each a token mean computed in NumPy, not a mean
+    of per-batch means."""
     model, table = _table_model(seed=2)
     batches = _table_batches(seed=3, shapes=[(1, 2), (5, 8), (2, 3), (4, 6)])
     writer, lines = _RecordingWriter(), []
-    logger = summaries.ProgressLogger(writer, total_steps=6, every_steps=3, print_fn=lines.append)
-    dataset = _dataset(batches)
-    model.fit(dataset, steps_per_epoch=4, callbacks=[logger], shuffle=False, verbose=0)
-    model.evaluate(_dataset(batches[1:2]), verbose=0)  # its metric values must not leak in
-    model.fit(dataset, steps_per_epoch=2, callbacks=[logger], shuffle=False, verbose=0)
+    report = summaries.ProgressReport(writer, total_steps=6, every_steps=3, print_fn=lines.append)
+    train_step = TrainStep(model, tf.distribute.get_strategy(), SMOOTHING)
+    iterator = iter(_dataset(batches + batches[:2]))
+    for step in range(1, 7):
+        report.add(train_step(iterator), step, learning_rate=0.0)
+        if step == 4:
+            model.evaluate(_dataset(batches[1:2]), verbose=0)  # its figures must not leak in
     assert sorted(writer.scalars) == [3, 6]
     for step, interval in ((3, batches[:3]), (6, batches[3:] + batches[:2])):
         losses, correct, log_p_label = _numpy_token_values(table, interval)
@@ -327,3 +330,56 @@ def test_train_scalars_are_token_means_over_the_last_logging_interval():
         assert logged["accuracy"] == pytest.approx(correct.mean(), rel=1e-5), step
         assert logged["neg_log_perplexity"] == pytest.approx(log_p_label.mean(), rel=1e-5), step
     assert lines[0].startswith(f"step 3/6 | loss {writer.scalars[3]['loss']:.4f}")
+
+
+def test_a_nan_update_stops_training_and_keeps_the_last_good_checkpoint(reverse_problem, tmp_path):
+    """Weights poisoned after step 4 (checkpointed every 2 steps): step 5's loss is NaN, and
+    training stops naming step 5 and ckpt-4, which stays the newest checkpoint and loads
+    finite weights; no NaN checkpoint is written, not even the final one."""
+    from t2t_repro.training.loop import NonFiniteLossError
+
+    hparams = create_hparams("transformer_tiny", MECHANICS_HPARAMS)
+    run = new_run(reverse_problem, hparams, tmp_path, seed=5, lines=[],
+                  save_checkpoints_steps=2, save_checkpoints_minutes=0, eval_every=100)
+    real_step = run.train_step
+
+    def step_poisoned_after_step_4(iterator):
+        if run.checkpoints.step() == 4:
+            kernel = run.model.trainable_variables[1]
+            kernel.assign(tf.fill(kernel.shape, np.nan))
+        return real_step(iterator)
+
+    run.train_step = step_poisoned_after_step_4
+    with pytest.raises(NonFiniteLossError) as stopped:
+        run.train(8)
+    newest = checkpoints.latest_checkpoint(str(tmp_path))
+    assert newest.endswith("ckpt-4.weights.h5")
+    assert stopped.value.step == 5 and stopped.value.last_checkpoint == newest
+    assert "step 5" in str(stopped.value) and newest in str(stopped.value)
+    assert [step for step, _ in checkpoints.list_checkpoints(str(tmp_path))] == [2, 4]
+    fresh = new_run(reverse_problem, hparams, tmp_path, seed=6, lines=[])
+    assert fresh.restore() == 4
+    assert all(np.isfinite(w).all() for w in fresh.model.get_weights())
+
+
+def test_accumulation_counts_updates_for_steps_schedule_and_checkpoints(reverse_problem, tmp_path):
+    """With 3 micro-batches per update, --train_steps, the learning-rate schedule and the
+    checkpoint steps count updates: a run stopped after update 2 and resumed ends at update 4,
+    with checkpoints at updates 2 and 4, and the logged rate of update 4 is the schedule's 4th
+    (not its 12th, the micro-batch count)."""
+    hparams = create_hparams("transformer_tiny",
+                             f"{MECHANICS_HPARAMS},gradient_accumulation_steps=3")
+    settings = dict(save_checkpoints_steps=2, save_checkpoints_minutes=0, eval_every=100,
+                    log_every=2)
+    stopped_lines, lines = [], []
+    new_run(reverse_problem, hparams, tmp_path, seed=7, lines=stopped_lines, **settings).train(2)
+    resumed = new_run(reverse_problem, hparams, tmp_path, seed=7, lines=lines, **settings)
+    resumed.train(4)
+    assert [step for step, _ in checkpoints.list_checkpoints(str(tmp_path))] == [2, 4]
+    assert logged_steps(stopped_lines) == [2] and logged_steps(lines) == [4]
+    assert "at step 2." in lines[0]
+    schedule = resumed.model.optimizer._learning_rate
+    rate_of_update_4 = float(keras.ops.convert_to_numpy(schedule(3)))
+    assert rate_of_update_4 != float(keras.ops.convert_to_numpy(schedule(11)))
+    progress_line = next(line for line in lines if line.startswith("step 4/4"))
+    assert f"lr {rate_of_update_4:.3g}" in progress_line

@@ -1,0 +1,189 @@
+"""One optimizer update from k micro-batches on every replica, with one loss definition.
+
+The loss of an update is the mean label-smoothed cross-entropy over all non-padding target
+tokens of its global batch: every micro-batch on every replica (tensor2tensor's GPU path). So
+the update does not depend on how the batch is split: over replicas holding unequal token
+counts (or only filler rows), over micro-batches, or both. Each update first counts the global
+batch's target tokens (a scalar all-reduce); each replica then differentiates the sum of its
+tokens' losses divided by that count, and the optimizer sums the replicas' gradients.
+
+With `accumulation_steps` = k > 1, the gradients of the first k - 1 micro-batches are added
+into per-replica (sync-on-read) variables and the k-th applies the update, so a step on a
+k-times-smaller batch equals one step on their union. Nothing is ever checkpointed between
+micro-batches: the trainer only saves after `TrainStep.__call__` returns.
+
+TensorFlow only (tf.distribute); the model code it calls is backend-agnostic.
+"""
+
+from typing import NamedTuple
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from t2t_repro.training.losses import smoothed_loss_and_nll, token_mask
+
+
+class UpdateStats(NamedTuple):
+    """Sums over one update's global batch, as Python numbers.
+
+    loss_sum: label-smoothed loss summed over the target tokens (divide by target_tokens for
+        the update's loss). nll_sum: unsmoothed negative log-likelihood summed likewise.
+        correct: target tokens whose argmax prediction is right. target_tokens: non-padding
+        target tokens. source_tokens: non-padding source tokens (0 if the inputs are not a
+        features dict with "inputs"). source_squares, target_squares, source_target_products:
+        Σ s², Σ t², Σ s·t over the sentence pairs' real lengths (s, t), with which a model's
+        FLOPs, quadratic in the lengths, add up over the batch. finite: False when the loss
+        or a gradient was NaN or infinite (see `TrainStep`).
+    """
+
+    loss_sum: float
+    nll_sum: float
+    correct: float
+    target_tokens: float
+    source_tokens: float
+    source_squares: float
+    target_squares: float
+    source_target_products: float
+    finite: bool
+
+
+_STAT_FIELDS = 8  # the float fields of UpdateStats, in order
+
+
+def _length_moments(features, target_mask):
+    """[Σ s, Σ s², Σ t², Σ s·t] over rows, from the real source lengths s and target lengths t
+    (s = 0 when the inputs are not a features dict with "inputs")."""
+    target_lengths = tf.reduce_sum(target_mask, axis=-1)
+    if isinstance(features, dict) and "inputs" in features:
+        source_lengths = tf.reduce_sum(tf.cast(tf.not_equal(features["inputs"], 0), tf.float32),
+                                       axis=-1)
+    else:
+        source_lengths = tf.zeros_like(target_lengths)
+    return [tf.reduce_sum(source_lengths), tf.reduce_sum(source_lengths ** 2),
+            tf.reduce_sum(target_lengths ** 2), tf.reduce_sum(source_lengths * target_lengths)]
+
+
+def _all_finite(tensors):
+    return tf.reduce_all([tf.reduce_all(tf.math.is_finite(t)) for t in tensors])
+
+
+class TrainStep:
+    """Takes one optimizer update per call, pulling `accumulation_steps` micro-batches from a
+    distributed iterator of `(features, targets)` per-replica batches.
+
+    Args:
+        model: a compiled, built Keras model (its optimizer built too) created in
+            `strategy.scope()`. `model.optimizer` may be a `keras.optimizers.LossScaleOptimizer`
+            (float16 training): the loss is scaled, and a step whose gradients overflow is
+            skipped by it (the step counter does not advance) while the scale halves.
+        strategy: the tf.distribute strategy the model was built under.
+        smoothing: label smoothing ε of the loss.
+        accumulation_steps: micro-batches per update (k ≥ 1).
+        clip_norm: clip the global batch's gradient to this global norm (0: no clipping). The
+            norm is taken after summing over replicas, so it is the global batch's norm.
+        jit_compile: compile each replica's work with XLA.
+
+    Returns (from a call): `UpdateStats` of the update. `finite` is False when the loss or, for
+    optimizers without loss scaling, a gradient was not finite: the update has then been
+    applied with non-finite values, and the caller must stop without saving the weights.
+    """
+
+    def __init__(self, model, strategy, smoothing, accumulation_steps=1, clip_norm=0.0,
+                 jit_compile=False):
+        if accumulation_steps < 1:
+            raise ValueError(f"accumulation_steps must be at least 1, got {accumulation_steps}.")
+        self.model = model
+        self.strategy = strategy
+        self.smoothing = smoothing
+        self.accumulation_steps = accumulation_steps
+        self.clip_norm = clip_norm
+        self.loss_scaling = isinstance(model.optimizer, keras.optimizers.LossScaleOptimizer)
+        replicas = strategy.num_replicas_in_sync
+        # Keras's optimizer sums the replicas' gradients itself; clipping and the loss scale's
+        # overflow check need the sum first, so there the step sums them and hands each replica
+        # a 1/N share of it.
+        self._sum_before_apply = replicas > 1 and bool(clip_norm or self.loss_scaling)
+        self._variables = model.trainable_variables
+        with strategy.scope():
+            self._gradient_sums = [
+                tf.Variable(tf.zeros(v.shape, tf.float32), trainable=False,
+                            synchronization=tf.VariableSynchronization.ON_READ,
+                            aggregation=tf.VariableAggregation.SUM)
+                for v in self._variables
+            ] if accumulation_steps > 1 else []
+        replica_options = dict(reduce_retracing=True, jit_compile=jit_compile)
+        self._replica_accumulate = tf.function(self._accumulate_on_replica, **replica_options)
+        self._replica_apply = tf.function(self._apply_on_replica, **replica_options)
+        self._count = tf.function(self._count_global_tokens, reduce_retracing=True)
+        self._accumulate = tf.function(self._distributed_accumulate, reduce_retracing=True)
+        self._apply = tf.function(self._distributed_apply, reduce_retracing=True)
+
+    def __call__(self, iterator):
+        micro_batches = [next(iterator) for _ in range(self.accumulation_steps)]
+        global_tokens = self._count(micro_batches)
+        sums = np.zeros(_STAT_FIELDS)
+        for batch in micro_batches[:-1]:
+            sums += self._accumulate(batch, global_tokens).numpy()
+        stats, finite = self._apply(micro_batches[-1], global_tokens)
+        sums += stats.numpy()
+        return UpdateStats(*(float(value) for value in sums), finite=bool(finite.numpy()))
+
+    def _count_global_tokens(self, micro_batches):
+        def local_count(*batches):
+            return tf.add_n([tf.reduce_sum(token_mask(targets)) for _, targets in batches])
+
+        per_replica = self.strategy.run(local_count, args=tuple(micro_batches))
+        return self.strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
+
+    def _micro_batch(self, features, targets, global_tokens):
+        """Gradients of this replica's share of the update's loss, and its token sums."""
+        with tf.GradientTape() as tape:
+            logits = self.model(features, training=True)
+            losses, nll = smoothed_loss_and_nll(targets, logits, self.smoothing)
+            mask = token_mask(targets)
+            loss_sum = tf.reduce_sum(losses * mask)
+            loss = loss_sum / tf.maximum(global_tokens, 1.0)
+            if self.loss_scaling:
+                loss = self.model.optimizer.scale_loss(loss)
+        gradients = tape.gradient(loss, self._variables)
+        predicted = tf.cast(tf.argmax(logits, axis=-1), targets.dtype)
+        correct = tf.cast(tf.equal(predicted, targets), tf.float32)
+        stats = tf.stack([loss_sum, tf.reduce_sum(nll * mask), tf.reduce_sum(correct * mask),
+                          tf.reduce_sum(mask), *_length_moments(features, mask)])
+        return gradients, stats
+
+    def _accumulate_on_replica(self, batch, global_tokens):
+        gradients, stats = self._micro_batch(*batch, global_tokens)
+        for total, gradient in zip(self._gradient_sums, gradients):
+            total.assign_add(tf.cast(gradient, tf.float32))
+        return stats
+
+    def _apply_on_replica(self, batch, global_tokens):
+        gradients, stats = self._micro_batch(*batch, global_tokens)
+        if self._gradient_sums:
+            gradients = [g + total for g, total in zip(gradients, self._gradient_sums)]
+            for total in self._gradient_sums:
+                total.assign(tf.zeros_like(total))
+        context = tf.distribute.get_replica_context()
+        if self._sum_before_apply:
+            gradients = context.all_reduce(tf.distribute.ReduceOp.SUM, gradients)
+        if self.clip_norm:
+            gradients, _ = tf.clip_by_global_norm(gradients, self.clip_norm)
+        finite = tf.math.is_finite(stats[0])
+        if not self.loss_scaling:  # with loss scaling, overflowing gradients skip the step
+            finite = tf.logical_and(finite, _all_finite(gradients))
+        if self._sum_before_apply:
+            gradients = [g / self.strategy.num_replicas_in_sync for g in gradients]
+        self.model.optimizer.apply(gradients, self._variables)
+        return stats, tf.cast(tf.logical_not(finite), tf.float32)
+
+    def _distributed_accumulate(self, batch, global_tokens):
+        stats = self.strategy.run(self._replica_accumulate, args=(batch, global_tokens))
+        return self.strategy.reduce(tf.distribute.ReduceOp.SUM, stats, axis=None)
+
+    def _distributed_apply(self, batch, global_tokens):
+        stats, non_finite = self.strategy.run(self._replica_apply, args=(batch, global_tokens))
+        sum_over_replicas = tf.distribute.ReduceOp.SUM
+        return (self.strategy.reduce(sum_over_replicas, stats, axis=None),
+                tf.equal(self.strategy.reduce(sum_over_replicas, non_finite, axis=None), 0.0))

@@ -1,0 +1,169 @@
+"""TrainStep's one loss definition: the mean over all non-padding target tokens of the global
+batch, however it is split over micro-batches and replicas.
+
+Each case trains the same tiny Transformer from the same weights twice: split, and on the union
+of the parts as one padded batch on one device. Adam's first moments after an update are
+(1 - β1)·gradient, so comparing them compares the gradients; weights and reported loss are
+compared too. Every case's parts hold unequal token counts, where a mean of per-part means
+(what Keras's own accumulation and per-replica averaging give) is measurably different.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from step_cases import HPARAMS, adam_moments, micro_batch, new_model, token_counts, union
+from t2t_repro.hparams import create_hparams
+from t2t_repro.training.train_step import TrainStep
+
+TOLERANCE = 1e-6
+
+
+def batches_iterator(batches):
+    dataset = tf.data.Dataset.from_generator(
+        lambda: iter(batches),
+        output_signature=({"inputs": tf.TensorSpec((None, None), tf.int32),
+                           "targets": tf.TensorSpec((None, None), tf.int32)},
+                          tf.TensorSpec((None, None), tf.int32)),
+    )
+    return iter(dataset)
+
+
+def train(batches, accumulation_steps, updates=1):
+    hparams = create_hparams("transformer_tiny", HPARAMS)
+    model = new_model(hparams)
+    step = TrainStep(model, tf.distribute.get_strategy(), hparams.label_smoothing,
+                     accumulation_steps=accumulation_steps)
+    iterator = batches_iterator(batches)
+    stats = [step(iterator) for _ in range(updates)]
+    return model, stats
+
+
+def largest_difference(arrays, others):
+    assert len(arrays) == len(others) > 0
+    return max(float(np.abs(a - b).max()) for a, b in zip(arrays, others))
+
+
+def test_three_micro_batches_equal_one_step_on_their_union_for_adam():
+    parts = [micro_batch(0, 2, 5, 3), micro_batch(1, 5, 9, 8), micro_batch(2, 3, 4, 6)]
+    assert len(set(token_counts(parts))) == 3
+    split, split_stats = train(parts, accumulation_steps=3)
+    whole, whole_stats = train([union(parts)], accumulation_steps=1)
+
+    assert split_stats[0].target_tokens == whole_stats[0].target_tokens == sum(token_counts(parts))
+    assert split_stats[0].loss_sum == pytest.approx(whole_stats[0].loss_sum, rel=TOLERANCE)
+    assert int(split.optimizer.iterations.numpy()) == 1  # one update, not three
+    assert largest_difference(adam_moments(split), adam_moments(whole)) < TOLERANCE
+    assert largest_difference(split.get_weights(), whole.get_weights()) < TOLERANCE
+
+
+def test_accumulated_gradient_is_not_the_mean_of_the_micro_batch_means():
+    """The check above can fail: averaging the three micro-batches' own mean-loss gradients
+    (k-step accumulation that ignores token counts) gives a first moment far from it."""
+    parts = [micro_batch(0, 2, 5, 3), micro_batch(1, 5, 9, 8), micro_batch(2, 3, 4, 6)]
+    whole, _ = train([union(parts)], accumulation_steps=1)
+    per_part = [adam_moments(train([part], accumulation_steps=1)[0]) for part in parts]
+    mean_of_means = [np.mean(moments, axis=0) for moments in zip(*per_part)]
+    assert largest_difference(mean_of_means, adam_moments(whole)) > 1000 * TOLERANCE
+
+
+def test_accumulation_counts_updates_and_reports_each_updates_token_means():
+    """Two updates of k = 2: the optimizer's step is 2, and each update's stats cover its two
+    micro-batches."""
+    parts = [micro_batch(seed, 3, 6, 5) for seed in range(4)]
+    model, stats = train(parts, accumulation_steps=2, updates=2)
+    assert int(model.optimizer.iterations.numpy()) == 2
+    assert [s.target_tokens for s in stats] == [
+        sum(token_counts(parts[:2])), sum(token_counts(parts[2:]))]
+    assert [s.source_tokens for s in stats] == [
+        sum(int((f["inputs"] != 0).sum()) for f, _ in pair) for pair in (parts[:2], parts[2:])]
+    assert all(s.finite for s in stats)
+
+
+TWO_REPLICAS = textwrap.dedent(
+    """
+    import json, sys
+    import tensorflow as tf
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+    import numpy as np
+    sys.path.insert(0, sys.argv[1])
+    from step_cases import (HPARAMS, adam_moments, filler_batch, micro_batch, new_model,
+                            token_counts, union)
+    from t2t_repro.hparams import create_hparams
+    from t2t_repro.training.train_step import TrainStep
+
+    hparams = create_hparams("transformer_tiny", HPARAMS)
+    SPEC = ({"inputs": tf.TensorSpec((None, None), tf.int32),
+             "targets": tf.TensorSpec((None, None), tf.int32)},
+            tf.TensorSpec((None, None), tf.int32))
+
+    def train(strategy, batches, accumulation_steps=1):
+        # One input pipeline: its elements go to the replicas in turn.
+        with strategy.scope():
+            model = new_model(hparams)
+        dataset = strategy.distribute_datasets_from_function(
+            lambda context: tf.data.Dataset.from_generator(lambda: iter(batches),
+                                                           output_signature=SPEC))
+        stats = TrainStep(model, strategy, hparams.label_smoothing,
+                          accumulation_steps=accumulation_steps)(iter(dataset))
+        return model, stats
+
+    def difference(a, b):
+        return max(float(np.abs(x - y).max()) for x, y in zip(a, b))
+
+    def compare(split_batches, union_of, accumulation_steps=1):
+        mirrored = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+        split, split_stats = train(mirrored, split_batches, accumulation_steps)
+        whole, whole_stats = train(tf.distribute.get_strategy(), [union(union_of)])
+        return {
+            "loss_split": split_stats.loss_sum / split_stats.target_tokens,
+            "loss_whole": whole_stats.loss_sum / whole_stats.target_tokens,
+            "tokens": [split_stats.target_tokens, whole_stats.target_tokens],
+            "moments": difference(adam_moments(split), adam_moments(whole)),
+            "weights": difference(split.get_weights(), whole.get_weights()),
+        }
+
+    small, large = micro_batch(0, 2, 4, 3), micro_batch(1, 6, 9, 8)
+    more_small, more_large = micro_batch(2, 3, 5, 4), micro_batch(3, 4, 7, 6)
+    filler = filler_batch(2, 4, 3)
+    json.dump({
+        "replica_tokens": token_counts([small, large]),
+        "unequal_replicas": compare([small, large], [small, large]),
+        "filler_replica": compare([large, filler], [large]),
+        "replicas_and_micro_batches": compare(
+            [small, large, more_small, more_large], [small, large, more_small, more_large], 2),
+    }, sys.stdout)
+    """
+)
+
+
+@pytest.fixture(scope="module")
+def two_replica_report():
+    result = subprocess.run(
+        [sys.executable, "-c", TWO_REPLICAS, os.path.dirname(__file__)],
+        capture_output=True, text=True, timeout=300,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", KERAS_BACKEND="tensorflow"),
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("case", ["unequal_replicas", "filler_replica",
+                                  "replicas_and_micro_batches"])
+def test_two_replicas_take_the_step_of_one_device_on_the_global_batch(two_replica_report, case):
+    """Replicas holding 4 and 25 target tokens; a replica holding only filler rows; and
+    2 replicas × 2 micro-batches: each equals one device on the union."""
+    small_tokens, large_tokens = two_replica_report["replica_tokens"]
+    assert small_tokens * 3 < large_tokens
+    report = two_replica_report[case]
+    assert report["tokens"][0] == report["tokens"][1]
+    assert report["loss_split"] == pytest.approx(report["loss_whole"], rel=TOLERANCE)
+    assert report["moments"] < TOLERANCE
+    assert report["weights"] < TOLERANCE
