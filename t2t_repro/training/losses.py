@@ -81,8 +81,10 @@ def replica_share(loss):
 
 @keras.saving.register_keras_serializable(package="t2t_repro")
 class LabelSmoothedCrossEntropy(keras.losses.Loss):
-    """Mean label-smoothed cross-entropy per non-padding target token (per replica, under a
-    tf.distribute strategy: replicas then weigh equally, as in tensor2tensor)."""
+    """Mean label-smoothed cross-entropy per non-padding target token, as a Keras loss for
+    `compile`: per replica under a tf.distribute strategy, so replicas weigh equally. The
+    trainer does not train with it: `TrainStep` takes the mean over the global batch's
+    tokens, whatever the replicas hold."""
 
     def __init__(self, smoothing=0.1, name="label_smoothed_cross_entropy", **kwargs):
         super().__init__(name=name, **kwargs)

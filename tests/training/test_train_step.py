@@ -104,7 +104,7 @@ TWO_REPLICAS = textwrap.dedent(
              "targets": tf.TensorSpec((None, None), tf.int32)},
             tf.TensorSpec((None, None), tf.int32))
 
-    def train(strategy, batches, accumulation_steps=1):
+    def train(strategy, batches, accumulation_steps=1, clip_norm=0.0):
         # One input pipeline: its elements go to the replicas in turn.
         with strategy.scope():
             model = new_model(hparams)
@@ -112,16 +112,18 @@ TWO_REPLICAS = textwrap.dedent(
             lambda context: tf.data.Dataset.from_generator(lambda: iter(batches),
                                                            output_signature=SPEC))
         stats = TrainStep(model, strategy, hparams.label_smoothing,
-                          accumulation_steps=accumulation_steps)(iter(dataset))
+                          accumulation_steps=accumulation_steps,
+                          clip_norm=clip_norm)(iter(dataset))
         return model, stats
 
     def difference(a, b):
         return max(float(np.abs(x - y).max()) for x, y in zip(a, b))
 
-    def compare(split_batches, union_of, accumulation_steps=1):
+    def compare(split_batches, union_of, accumulation_steps=1, clip_norm=0.0):
         mirrored = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
-        split, split_stats = train(mirrored, split_batches, accumulation_steps)
-        whole, whole_stats = train(tf.distribute.get_strategy(), [union(union_of)])
+        split, split_stats = train(mirrored, split_batches, accumulation_steps, clip_norm)
+        whole, whole_stats = train(tf.distribute.get_strategy(), [union(union_of)],
+                                   clip_norm=clip_norm)
         return {
             "loss_split": split_stats.loss_sum / split_stats.target_tokens,
             "loss_whole": whole_stats.loss_sum / whole_stats.target_tokens,
@@ -139,6 +141,8 @@ TWO_REPLICAS = textwrap.dedent(
         "filler_replica": compare([large, filler], [large]),
         "replicas_and_micro_batches": compare(
             [small, large, more_small, more_large], [small, large, more_small, more_large], 2),
+        # A norm far below the gradient's: clipping must see the summed gradient.
+        "clipped_global_norm": compare([small, large], [small, large], clip_norm=0.05),
     }, sys.stdout)
     """
 )
@@ -156,10 +160,11 @@ def two_replica_report():
 
 
 @pytest.mark.parametrize("case", ["unequal_replicas", "filler_replica",
-                                  "replicas_and_micro_batches"])
+                                  "replicas_and_micro_batches", "clipped_global_norm"])
 def test_two_replicas_take_the_step_of_one_device_on_the_global_batch(two_replica_report, case):
-    """Replicas holding 4 and 25 target tokens; a replica holding only filler rows; and
-    2 replicas × 2 micro-batches: each equals one device on the union."""
+    """Replicas holding unequal token counts; a replica holding only filler rows;
+    2 replicas × 2 micro-batches; and gradients clipped to a global norm: each equals one
+    device on the union."""
     small_tokens, large_tokens = two_replica_report["replica_tokens"]
     assert small_tokens * 3 < large_tokens
     report = two_replica_report[case]
