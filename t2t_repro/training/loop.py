@@ -9,6 +9,7 @@ from t2t_repro import registry
 from t2t_repro.data.problem import EVAL, TRAIN
 from t2t_repro.training import checkpoints, summaries
 from t2t_repro.training import strategy as strategy_lib
+from t2t_repro.training.local_evaluation import evaluate_locally
 from t2t_repro.training.losses import LabelSmoothedCrossEntropy, training_metrics
 from t2t_repro.training.optimizer import create_optimizer
 from t2t_repro.training.train_step import TrainStep
@@ -139,9 +140,10 @@ class TrainingRun:
         """The mode's batched dataset, built once; each iteration over it starts afresh."""
         if mode not in self._datasets:
             self._report_length_filter(mode)
-            self._datasets[mode] = self.problem.dataset(
-                mode, self.hparams, num_replicas=self.strategy.num_replicas_in_sync
-            )
+            replicas = (1 if strategy_lib.is_multi_worker(self.strategy)  # read locally
+                        else self.strategy.num_replicas_in_sync)
+            self._datasets[mode] = self.problem.dataset(mode, self.hparams,
+                                                        num_replicas=replicas)
         return self._datasets[mode]
 
     def _report_length_filter(self, mode):
@@ -239,13 +241,17 @@ class TrainingRun:
         """Loss and token metrics on the eval set, and the decode evaluation's metrics,
         written to TensorBoard and printed."""
         dataset = self._dataset(EVAL)
-        with warnings.catch_warnings():
-            # Reading the eval set to its end is the point, not the accident Keras warns of.
-            warnings.filterwarnings("ignore", message="Your input ran out of data")
-            logs = self.model.evaluate(
-                dataset, steps=self.eval_steps or None, verbose=0, return_dict=True
-            )
-        scalars = summaries.reported_scalars(logs)
+        if strategy_lib.is_multi_worker(self.strategy):
+            scalars = evaluate_locally(self.model, dataset, self.hparams.label_smoothing,
+                                       self.eval_steps)
+        else:
+            with warnings.catch_warnings():
+                # Reading the eval set to its end is the point, not the accident Keras warns of.
+                warnings.filterwarnings("ignore", message="Your input ran out of data")
+                logs = self.model.evaluate(
+                    dataset, steps=self.eval_steps or None, verbose=0, return_dict=True
+                )
+            scalars = summaries.reported_scalars(logs)
         step = self.checkpoints.step()
         if self.decode_evaluation is not None:
             scalars.update(self._decode_and_score(step))

@@ -33,3 +33,7 @@ def is_chief(strategy):
         return True
     has_chief = "chief" in resolver.cluster_spec().as_dict()
     return resolver.task_type == "worker" and resolver.task_id == 0 and not has_chief
+
+
+def is_multi_worker(strategy):
+    return isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)

@@ -64,6 +64,16 @@ def _length_moments(features, target_mask):
             tf.reduce_sum(target_lengths ** 2), tf.reduce_sum(source_lengths * target_lengths)]
 
 
+def token_sums(targets, logits, losses, nll):
+    """[loss sum, nll sum, correct predictions, tokens] over the non-padding target tokens,
+    from the per-token `losses` and `nll` of `smoothed_loss_and_nll`."""
+    mask = token_mask(targets)
+    predicted = tf.cast(tf.argmax(logits, axis=-1), targets.dtype)
+    correct = tf.cast(tf.equal(predicted, targets), tf.float32)
+    return [tf.reduce_sum(losses * mask), tf.reduce_sum(nll * mask),
+            tf.reduce_sum(correct * mask), tf.reduce_sum(mask)]
+
+
 def _all_finite(tensors):
     return tf.reduce_all([tf.reduce_all(tf.math.is_finite(t)) for t in tensors])
 
@@ -147,10 +157,8 @@ class TrainStep:
             if self.loss_scaling:
                 loss = self.model.optimizer.scale_loss(loss)
         gradients = tape.gradient(loss, self._variables)
-        predicted = tf.cast(tf.argmax(logits, axis=-1), targets.dtype)
-        correct = tf.cast(tf.equal(predicted, targets), tf.float32)
-        stats = tf.stack([loss_sum, tf.reduce_sum(nll * mask), tf.reduce_sum(correct * mask),
-                          tf.reduce_sum(mask), *_length_moments(features, mask)])
+        stats = tf.stack([*token_sums(targets, logits, losses, nll),
+                          *_length_moments(features, mask)])
         return gradients, stats
 
     def _accumulate_on_replica(self, batch, global_tokens):

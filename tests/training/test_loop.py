@@ -14,6 +14,7 @@ from t2t_repro.data.problem import EVAL, TRAIN
 from t2t_repro.hparams import create_hparams
 from t2t_repro.training import checkpoints, summaries
 from t2t_repro.training.loop import TrainingRun, compile_for_training
+from t2t_repro.training.local_evaluation import evaluate_locally
 from t2t_repro.training.train_step import TrainStep
 
 # Small enough for a 2-core CPU: a 2-layer d_model 64 model for the learning test, a 1-layer
@@ -293,6 +294,10 @@ def test_eval_loss_is_the_mean_over_all_eval_tokens():
     assert scalars["loss"] == pytest.approx(losses.mean(), rel=1e-5)
     assert scalars["accuracy"] == pytest.approx(correct.mean(), rel=1e-5)
     assert scalars["neg_log_perplexity"] == pytest.approx(log_p_label.mean(), rel=1e-5)
+    # The evaluation each worker runs alone under MultiWorkerMirroredStrategy agrees.
+    alone = evaluate_locally(model, _dataset(batches), SMOOTHING)
+    for name in ("loss", "accuracy", "neg_log_perplexity"):
+        assert alone[name] == pytest.approx(scalars[name], rel=1e-5), name
     # The row-weighted mean of batch means really differs here.
     batch_means = [_numpy_token_values(table, [batch])[0].mean() for batch in batches]
     rows = [len(inputs) for inputs, _ in batches]
