@@ -140,8 +140,6 @@ def run():
         problem.generate_data(FLAGS.tmp_dir, download=FLAGS.download)
     problem.check_data()  # before anything is written to --output_dir
     strategy = create_strategy(FLAGS.strategy)
-    if is_chief(strategy):
-        save_run_config(hparams, FLAGS.output_dir)
     if FLAGS.random_seed is not None:
         keras.utils.set_random_seed(FLAGS.random_seed)
     run = TrainingRun(
@@ -159,6 +157,8 @@ def run():
         jit_compile=FLAGS.jit_compile,
         decode_evaluation=decode_evaluation(problem),
     )
+    if is_chief(strategy):  # once the model is built: bad hparams leave nothing behind
+        save_run_config(hparams, FLAGS.output_dir)
     train_steps = FLAGS.train_steps or hparams.train_steps
     if FLAGS.schedule == "evaluate":
         run.restore()

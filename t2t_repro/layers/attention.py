@@ -11,9 +11,8 @@ from keras import ops
 _SINGLE_KEY_SOFTMAX_WARNING = "You are using a softmax over axis -1 of a tensor"
 
 
-def _large_negative(dtype):
-    """Stands in for -inf before the softmax; finite so fully masked rows stay NaN-free."""
-    return -1e9 if keras.backend.standardize_dtype(dtype) in ("float32", "float64") else -3e4
+# Stands in for -inf before the softmax; finite so fully masked rows stay NaN-free.
+_LARGE_NEGATIVE = -1e9
 
 
 def scaled_dot_product_attention(query, key, value, mask=None, dropout=None, training=None):
@@ -26,19 +25,24 @@ def scaled_dot_product_attention(query, key, value, mask=None, dropout=None, tra
         dropout: optional dropout layer applied to the attention weights.
         training: passed to `dropout`.
 
+    Under a mixed dtype policy the two products run in the inputs' 16-bit dtype, but the mask
+    and the softmax in float32: float16 cannot hold the mask's large negative, and weights
+    rounded to 16 bits would sum to 1 only within about 2^-8. The weights returned are float32.
+
     Returns:
         (output [..., q_length, d_v], weights [..., q_length, k_length])
     """
     depth = ops.shape(query)[-1]
-    logits = ops.matmul(query, ops.swapaxes(key, -1, -2)) / math.sqrt(depth)
+    # Scaled before the product (as tensor2tensor does) so that float16 logits overflow later.
+    logits = ops.matmul(query / math.sqrt(depth), ops.swapaxes(key, -1, -2))
+    logits = ops.cast(logits, "float32")
     if mask is not None:
-        logits = ops.where(mask, logits, _large_negative(logits.dtype))
+        logits = ops.where(mask, logits, _LARGE_NEGATIVE)
     with warnings.catch_warnings():  # scoped: importing the library changes no global filter
         warnings.filterwarnings("ignore", message=_SINGLE_KEY_SOFTMAX_WARNING)
         weights = ops.softmax(logits, axis=-1)
-    if dropout is not None:
-        weights = dropout(weights, training=training)
-    return ops.matmul(weights, value), weights
+    applied = weights if dropout is None else dropout(weights, training=training)
+    return ops.matmul(ops.cast(applied, value.dtype), value), weights
 
 
 @keras.saving.register_keras_serializable(package="t2t_repro")
@@ -70,13 +74,15 @@ class MultiHeadAttention(keras.layers.Layer):
         self.value_dim = value_dim or key_dim
         self.output_dim = output_dim
         self.dropout = dropout
-        self.query_dense = keras.layers.Dense(num_heads * key_dim, use_bias=False, name="query")
-        self.key_dense = keras.layers.Dense(num_heads * key_dim, use_bias=False, name="key")
+        self.query_dense = keras.layers.Dense(num_heads * key_dim, use_bias=False, name="query",
+                                              dtype=self.dtype_policy)
+        self.key_dense = keras.layers.Dense(num_heads * key_dim, use_bias=False, name="key",
+                                            dtype=self.dtype_policy)
         self.value_dense = keras.layers.Dense(
-            num_heads * self.value_dim, use_bias=False, name="value"
+            num_heads * self.value_dim, use_bias=False, name="value", dtype=self.dtype_policy
         )
         self.output_dense = None
-        self.weights_dropout = keras.layers.Dropout(dropout)
+        self.weights_dropout = keras.layers.Dropout(dropout, dtype=self.dtype_policy)
 
     def build(self, query_shape, value_shape=None):
         value_shape = value_shape or query_shape
@@ -84,7 +90,8 @@ class MultiHeadAttention(keras.layers.Layer):
         self.key_dense.build(value_shape)
         self.value_dense.build(value_shape)
         output_dim = self.output_dim or query_shape[-1]
-        self.output_dense = keras.layers.Dense(output_dim, use_bias=False, name="output")
+        self.output_dense = keras.layers.Dense(output_dim, use_bias=False, name="output",
+                                               dtype=self.dtype_policy)
         self.output_dense.build((*query_shape[:-1], self.num_heads * self.value_dim))
 
     def _split_heads(self, x, depth):

@@ -25,13 +25,15 @@ class PositionwiseFeedForward(keras.layers.Layer):
         self.intermediate_dim = intermediate_dim
         self.output_dim = output_dim
         self.dropout = dropout
-        self.inner_dense = keras.layers.Dense(intermediate_dim, activation="relu", name="inner")
-        self.relu_dropout = keras.layers.Dropout(dropout)
+        self.inner_dense = keras.layers.Dense(intermediate_dim, activation="relu", name="inner",
+                                              dtype=self.dtype_policy)
+        self.relu_dropout = keras.layers.Dropout(dropout, dtype=self.dtype_policy)
         self.output_dense = None
 
     def build(self, input_shape):
         self.inner_dense.build(input_shape)
-        self.output_dense = keras.layers.Dense(self.output_dim or input_shape[-1], name="output")
+        self.output_dense = keras.layers.Dense(self.output_dim or input_shape[-1], name="output",
+                                               dtype=self.dtype_policy)
         self.output_dense.build((*input_shape[:-1], self.intermediate_dim))
 
     def call(self, x, training=None):

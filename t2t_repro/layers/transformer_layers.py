@@ -39,7 +39,7 @@ class _ResidualSublayers(keras.layers.Layer):
         self.relu_dropout = relu_dropout
         self.normalize_first = normalize_first
         self.layer_norm_epsilon = layer_norm_epsilon
-        self.residual_dropout = keras.layers.Dropout(dropout)
+        self.residual_dropout = keras.layers.Dropout(dropout, dtype=self.dtype_policy)
 
     def _attention(self, name):
         return MultiHeadAttention(
@@ -48,15 +48,18 @@ class _ResidualSublayers(keras.layers.Layer):
             value_dim=self.value_dim,
             dropout=self.attention_dropout,
             name=name,
+            dtype=self.dtype_policy,
         )
 
     def _feed_forward(self):
         return PositionwiseFeedForward(
-            self.intermediate_dim, dropout=self.relu_dropout, name="feed_forward"
+            self.intermediate_dim, dropout=self.relu_dropout, name="feed_forward",
+            dtype=self.dtype_policy,
         )
 
     def _norm(self, name):
-        return keras.layers.LayerNormalization(epsilon=self.layer_norm_epsilon, name=name)
+        return keras.layers.LayerNormalization(epsilon=self.layer_norm_epsilon, name=name,
+                                                dtype=self.dtype_policy)
 
     def _residual(self, x, sublayer, norm, training):
         """Wraps `sublayer` (a function of one tensor) in residual dropout and LayerNorm."""

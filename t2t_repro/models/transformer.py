@@ -16,6 +16,10 @@ from t2t_repro.layers import (
 )
 
 POSITION_ENCODINGS = ("sinusoidal", "learned")
+# Keras dtype policies the model supports: each keeps its variables float32, so one checkpoint
+# loads under all of them.
+DTYPE_POLICIES = ("float32", "mixed_bfloat16", "mixed_float16")
+_CHOICE_HPARAMS = {"position_encoding": POSITION_ENCODINGS, "dtype_policy": DTYPE_POLICIES}
 
 
 def shift_right(targets):
@@ -23,15 +27,29 @@ def shift_right(targets):
     return ops.pad(targets, ((0, 0), (1, 0)))[:, :-1]
 
 
-def _position_layer(hparams, name):
-    if hparams.position_encoding == "sinusoidal":
-        return SinusoidalPositionEncoding(name=name)
+def check_hparam_choices(hparams):
+    """Raises a ValueError naming the hparam and its allowed values when `position_encoding` or
+    `dtype_policy` has a value the model does not know."""
+    for name, choices in _CHOICE_HPARAMS.items():
+        value = getattr(hparams, name)
+        if value not in choices:
+            raise ValueError(f"hparam '{name}' must be one of {choices}, got '{value}'.")
+
+
+def _check_dtype_policy(policy):
+    if policy.name not in DTYPE_POLICIES:
+        raise ValueError(
+            f"Transformer supports the dtype policies {DTYPE_POLICIES}, got '{policy.name}'. "
+            f"Variables must stay float32 so that one checkpoint loads under every policy: "
+            f"for 16-bit matmuls use 'mixed_bfloat16' or 'mixed_float16'."
+        )
+
+
+def _position_layer(hparams, name, dtype):
     if hparams.position_encoding == "learned":
-        return LearnedPositionEmbedding(hparams.max_length, hparams.hidden_size, name=name)
-    raise ValueError(
-        f"hparam 'position_encoding' must be one of {POSITION_ENCODINGS}, "
-        f"got '{hparams.position_encoding}'."
-    )
+        return LearnedPositionEmbedding(hparams.max_length, hparams.hidden_size, name=name,
+                                        dtype=dtype)
+    return SinusoidalPositionEncoding(name=name, dtype=dtype)
 
 
 def _call_layer(layer, attention_scores, *args, **kwargs):
@@ -57,6 +75,11 @@ class Transformer(keras.Model):
             `shared_source_target_embedding` (the paper's setting) they must be equal, and one
             matrix serves the source embedding, the target embedding and (with
             `shared_embedding_and_softmax_weights`) the pre-softmax projection.
+        dtype: a Keras dtype policy, one of `DTYPE_POLICIES` (default: Keras's global policy),
+            given to every sublayer. Under `mixed_bfloat16` or `mixed_float16` the matmuls run
+            in 16 bits; the variables, the attention softmax, layer normalization and the
+            returned logits stay float32. The caller picks it (`hparams.dtype_policy` to train,
+            float32 to decode): the weights are float32 either way, so checkpoints interchange.
 
     With learned positions (`position_encoding="learned"`, Table 3 row E) a sequence has at
     most `hparams.max_length` positions, the rows of the position table (`max_positions`):
@@ -68,9 +91,11 @@ class Transformer(keras.Model):
     """
 
     def __init__(self, hparams, input_vocab_size, target_vocab_size, **kwargs):
-        super().__init__(**kwargs)
         if isinstance(hparams, dict):
             hparams = HParams(**hparams)
+        check_hparam_choices(hparams)
+        super().__init__(**kwargs)
+        _check_dtype_policy(self.dtype_policy)
         self.hparams = hparams
         self.input_vocab_size = input_vocab_size
         self.target_vocab_size = target_vocab_size
@@ -83,23 +108,26 @@ class Transformer(keras.Model):
                 f"source and target embeddings, or use one shared vocabulary."
             )
         self.target_embedding = SharedEmbedding(
-            target_vocab_size, hp.hidden_size, name="target_embedding"
+            target_vocab_size, hp.hidden_size, name="target_embedding", dtype=self.dtype_policy
         )
         if hp.shared_source_target_embedding:
             self.input_embedding = self.target_embedding
         else:
             self.input_embedding = SharedEmbedding(
-                input_vocab_size, hp.hidden_size, name="input_embedding"
+                input_vocab_size, hp.hidden_size, name="input_embedding", dtype=self.dtype_policy
             )
         self.softmax_projection = (
             None
             if hp.shared_embedding_and_softmax_weights
-            else keras.layers.Dense(target_vocab_size, use_bias=False, name="softmax_projection")
+            else keras.layers.Dense(target_vocab_size, use_bias=False, name="softmax_projection",
+                                    dtype=self.dtype_policy)
         )
-        self.encoder_position = _position_layer(hp, "encoder_position")
-        self.decoder_position = _position_layer(hp, "decoder_position")
-        self.encoder_input_dropout = keras.layers.Dropout(hp.layer_prepostprocess_dropout)
-        self.decoder_input_dropout = keras.layers.Dropout(hp.layer_prepostprocess_dropout)
+        self.encoder_position = _position_layer(hp, "encoder_position", self.dtype_policy)
+        self.decoder_position = _position_layer(hp, "decoder_position", self.dtype_policy)
+        self.encoder_input_dropout = keras.layers.Dropout(hp.layer_prepostprocess_dropout,
+                                                          dtype=self.dtype_policy)
+        self.decoder_input_dropout = keras.layers.Dropout(hp.layer_prepostprocess_dropout,
+                                                          dtype=self.dtype_policy)
         layer_args = dict(
             hidden_size=hp.hidden_size,
             num_heads=hp.num_heads,
@@ -113,11 +141,13 @@ class Transformer(keras.Model):
             layer_norm_epsilon=hp.layer_norm_epsilon,
         )
         self.encoder_layers = [
-            TransformerEncoderLayer(**layer_args, name=f"encoder_layer_{i}")
+            TransformerEncoderLayer(**layer_args, name=f"encoder_layer_{i}",
+                                    dtype=self.dtype_policy)
             for i in range(hp.num_encoder_layers or hp.num_hidden_layers)
         ]
         self.decoder_layers = [
-            TransformerDecoderLayer(**layer_args, name=f"decoder_layer_{i}")
+            TransformerDecoderLayer(**layer_args, name=f"decoder_layer_{i}",
+                                    dtype=self.dtype_policy)
             for i in range(hp.num_decoder_layers or hp.num_hidden_layers)
         ]
         # Pre-norm leaves each stack's output unnormalised, so it ends with one more LayerNorm.
@@ -154,7 +184,8 @@ class Transformer(keras.Model):
     def _final_norm(self, name):
         if not self.hparams.normalize_first:
             return None
-        return keras.layers.LayerNormalization(epsilon=self.hparams.layer_norm_epsilon, name=name)
+        return keras.layers.LayerNormalization(epsilon=self.hparams.layer_norm_epsilon, name=name,
+                                                dtype=self.dtype_policy)
 
     @property
     def max_positions(self):
@@ -223,20 +254,24 @@ class Transformer(keras.Model):
         return self._logits(x)
 
     def _logits(self, x):
+        """Next-token logits, float32 under every dtype policy: the loss and the beam search
+        take log-softmaxes of them."""
         if self.decoder_final_norm is not None:
             x = self.decoder_final_norm(x)
         if self.softmax_projection is not None:
-            return self.softmax_projection(x)
-        return self.target_embedding.logits(x)
+            return ops.cast(self.softmax_projection(x), "float32")
+        return ops.cast(self.target_embedding.logits(x), "float32")
 
     def memory_key_values(self, memory):
         """Each decoder layer's encoder-decoder keys and values of `memory`, for `decode_step`:
         computed once per sentence instead of once per output position."""
         return [layer.cross_attention.project_key_value(memory) for layer in self.decoder_layers]
 
-    def empty_self_attention_cache(self, batch_size, max_decode_length, dtype="float32"):
-        """Each decoder layer's (keys, values) [batch, heads, max_decode_length, d], all zero;
+    def empty_self_attention_cache(self, batch_size, max_decode_length, dtype=None):
+        """Each decoder layer's (keys, values) [batch, heads, max_decode_length, d], all zero,
+        in `dtype` (default: the compute dtype, which the projected keys and values have);
         `decode_step` fills one position per call."""
+        dtype = dtype or self.compute_dtype
         cache = []
         for layer in self.decoder_layers:
             attention = layer.self_attention
@@ -300,4 +335,5 @@ class Transformer(keras.Model):
             "input_vocab_size": self.input_vocab_size,
             "target_vocab_size": self.target_vocab_size,
             "name": self.name,
+            "dtype": keras.dtype_policies.serialize(self.dtype_policy),
         }

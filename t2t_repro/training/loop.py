@@ -6,6 +6,7 @@ import warnings
 import keras
 
 from t2t_repro import registry
+from t2t_repro.hparams import HParamsError
 from t2t_repro.data.problem import EVAL, TRAIN
 from t2t_repro.training import checkpoints, summaries
 from t2t_repro.training import strategy as strategy_lib
@@ -15,6 +16,7 @@ from t2t_repro.training.optimizer import create_optimizer
 from t2t_repro.training.train_step import TrainStep
 
 SCHEDULES = ("train_and_evaluate", "train", "evaluate")
+DTYPE_POLICIES = ("float32", "mixed_bfloat16", "mixed_float16")
 
 
 class NonFiniteLossError(Exception):
@@ -39,6 +41,9 @@ def build_model(model_name, hparams, problem, dtype_policy="float32"):
     Weights are float32 under every policy; training uses `hparams.dtype_policy`, inference
     float32, and either loads the other's checkpoints.
     """
+    if dtype_policy not in DTYPE_POLICIES:
+        raise HParamsError(f"hparam dtype_policy must be one of {', '.join(DTYPE_POLICIES)}, "
+                           f"got '{dtype_policy}'.")
     model_class = registry.models[model_name]
     model = model_class(hparams, problem.input_vocab_size, problem.target_vocab_size,
                         dtype=dtype_policy)
