@@ -156,6 +156,7 @@ def run():
         log_every=FLAGS.log_every,
         jit_compile=FLAGS.jit_compile,
         decode_evaluation=decode_evaluation(problem),
+        peak_tflops=FLAGS.peak_tflops,
     )
     if is_chief(strategy):  # once the model is built: bad hparams leave nothing behind
         save_run_config(hparams, FLAGS.output_dir)

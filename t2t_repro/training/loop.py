@@ -7,12 +7,14 @@ import keras
 
 from t2t_repro import registry
 from t2t_repro.hparams import HParamsError
+from t2t_repro.models.flops import training_flops
 from t2t_repro.data.problem import EVAL, TRAIN
 from t2t_repro.training import checkpoints, summaries
 from t2t_repro.training import strategy as strategy_lib
 from t2t_repro.training.local_evaluation import evaluate_locally
 from t2t_repro.training.losses import LabelSmoothedCrossEntropy, training_metrics
 from t2t_repro.training.optimizer import create_optimizer
+from t2t_repro.training.peak_flops import compute_dtype
 from t2t_repro.training.train_step import TrainStep
 
 SCHEDULES = ("train_and_evaluate", "train", "evaluate")
@@ -86,8 +88,8 @@ class TrainingRun:
             bracket F1 from beam search, written beside the teacher-forced scalars; the
             decoded texts go to `<output_dir>/eval/decodes-<step>.txt`, line by line with
             `inputs.txt` and `targets.txt` there.
-        throughput: keyword arguments of `summaries.ProgressReport` for model FLOPs
-            utilisation (`flops_of`, `peak_tflops`), or None.
+        peak_tflops: one device's peak TFLOPS at the training dtype, for model FLOPs
+            utilisation; None looks it up for known GPUs (`peak_flops`).
 
     Under a multi-worker strategy every worker must be given the same `output_dir`, on storage
     all of them read (each restores the same checkpoint); only the chief writes there.
@@ -108,7 +110,7 @@ class TrainingRun:
         log_every=100,
         jit_compile=False,
         decode_evaluation=None,
-        throughput=None,
+        peak_tflops=None,
         print_fn=print,
     ):
         self.problem = problem
@@ -136,7 +138,10 @@ class TrainingRun:
         self.checkpoints = checkpoints.CheckpointManager(
             output_dir, self.model, max_to_keep=keep_checkpoint_max, writes=self.is_chief
         )
-        self.throughput = throughput
+        self.training_flops = training_flops(hparams, problem.target_vocab_size)
+        device_peak = peak_tflops or strategy_lib.local_gpu_peak_tflops(
+            compute_dtype(hparams.dtype_policy))
+        self.peak_tflops = device_peak * strategy.num_replicas_in_sync if device_peak else None
         self._writers = {}
         self._datasets = {}
         self._train_batches = None
@@ -214,7 +219,7 @@ class TrainingRun:
         )
         progress = summaries.ProgressReport(
             self._writer(TRAIN), train_steps, self.log_every, self.print_fn,
-            **(self.throughput or {}),
+            flops_of=self._update_flops, peak_tflops=self.peak_tflops,
         )
         while step < train_steps:
             stats = self.train_step(iterator)
@@ -231,6 +236,12 @@ class TrainingRun:
                 eval_scalars = self.evaluate()
         self.checkpoints.save()
         return eval_scalars
+
+    def _update_flops(self, stats):
+        """Model FLOPs (forward and backward) of an update, from its real lengths."""
+        return self.training_flops.of_sums(stats.source_tokens, stats.target_tokens,
+                                           stats.source_squares, stats.target_squares,
+                                           stats.source_target_products)
 
     def _train_input(self):
         """The training batches, per replica: each input pipeline (worker) reads its own

@@ -37,3 +37,15 @@ def is_chief(strategy):
 
 def is_multi_worker(strategy):
     return isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)
+
+
+def local_gpu_peak_tflops(dtype):
+    """Peak TFLOPS at `dtype` of this machine's first GPU, if it is in `peak_flops`'s table;
+    None without a GPU or for an unknown one."""
+    from t2t_repro.training.peak_flops import peak_tflops
+
+    gpus = tf.config.list_physical_devices("GPU")
+    if not gpus:
+        return None
+    name = tf.config.experimental.get_device_details(gpus[0]).get("device_name", "")
+    return peak_tflops(name, dtype)

@@ -6,6 +6,8 @@ import time
 import keras
 import tensorflow as tf
 
+from t2t_repro.training.peak_flops import model_flops_utilization
+
 # The names written to TensorBoard and the console -> the token-mean metrics that give them.
 _REPORTED_METRICS = {
     "loss": "token_mean_loss",
@@ -46,8 +48,8 @@ class ProgressReport:
 
     Loss, accuracy and neg_log_perplexity are token means over the updates since the previous
     line, from the training step's sums. Throughput counts real (non-padding) target tokens;
-    with `flops_of` (UpdateStats -> model FLOPs of that update) and `peak_tflops` (the devices'
-    summed peak), the line also gives model FLOPs utilisation.
+    with `flops_of` (UpdateStats -> model FLOPs of that update) the line also gives model
+    TFLOP/s, and with `peak_tflops` (the devices' summed peak) model FLOPs utilisation.
     """
 
     def __init__(self, writer, total_steps, every_steps=100, print_fn=print, flops_of=None,
@@ -87,8 +89,11 @@ class ProgressReport:
             "target_tokens_per_second": sums["tokens"] / elapsed,
             "steps_per_second": sums["updates"] / elapsed,
         }
-        if self.flops_of is not None and self.peak_tflops:
-            scalars["model_flops_utilization"] = sums["flops"] / elapsed / (self.peak_tflops * 1e12)
+        if self.flops_of is not None:
+            scalars["model_tflops_per_second"] = sums["flops"] / elapsed / 1e12
+            if self.peak_tflops:
+                scalars["model_flops_utilization"] = model_flops_utilization(
+                    sums["flops"] / elapsed, self.peak_tflops)
         self.writer.write(scalars, step)
         self.print_fn(f"step {step}/{self.total_steps} | {format_scalars(scalars)}")
         self._start_interval()
@@ -120,6 +125,7 @@ def format_scalars(scalars):
         "learning_rate": "lr {:.3g}",
         "target_tokens_per_second": "{:.0f} tok/s",
         "steps_per_second": "{:.2f} steps/s",
+        "model_tflops_per_second": "{:.3g} TFLOP/s",
         "model_flops_utilization": "MFU {:.1%}",
     }
     for name, fmt in formats.items():

@@ -83,6 +83,12 @@ def test_accumulation_counts_updates_and_reports_each_updates_token_means():
         sum(token_counts(parts[:2])), sum(token_counts(parts[2:]))]
     assert [s.source_tokens for s in stats] == [
         sum(int((f["inputs"] != 0).sum()) for f, _ in pair) for pair in (parts[:2], parts[2:])]
+    for update, pair in zip(stats, (parts[:2], parts[2:])):
+        source = np.concatenate([(f["inputs"] != 0).sum(1) for f, _ in pair])
+        target = np.concatenate([(t != 0).sum(1) for _, t in pair])
+        assert (update.source_squares, update.target_squares,
+                update.source_target_products) == (
+            (source ** 2).sum(), (target ** 2).sum(), (source * target).sum())
     assert all(s.finite for s in stats)
 
 
