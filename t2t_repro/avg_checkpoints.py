@@ -8,8 +8,8 @@ The average is written to `<avg_dir>/ckpt-<newest step>.weights.h5` (default avg
 itself an output_dir to decode from. The run's own checkpoints are only read.
 """
 
+import json
 import os
-import shutil
 import sys
 
 from t2t_repro import quiet_tensorflow
@@ -18,6 +18,7 @@ quiet_tensorflow.import_tensorflow()  # before anything imports it: see the modu
 
 from absl import app, flags  # noqa: E402
 
+from t2t_repro.atomic_files import write_text_atomically  # noqa: E402
 from t2t_repro.command_line import FlagAlias, apply_flag_aliases, exit_on_usage_errors  # noqa: E402
 from t2t_repro.hparams import HPARAMS_FILENAME  # noqa: E402
 
@@ -45,15 +46,16 @@ def copy_run_config(output_dir, avg_dir):
     `--flagfile=<avg_dir>/flags.txt` loads the average rather than the run's last checkpoint."""
     hparams_path = os.path.join(output_dir, HPARAMS_FILENAME)
     if os.path.exists(hparams_path):
-        shutil.copyfile(hparams_path, os.path.join(avg_dir, HPARAMS_FILENAME))
+        with open(hparams_path, encoding="utf-8") as f:
+            write_text_atomically(os.path.join(avg_dir, HPARAMS_FILENAME), f.read())
     flags_path = os.path.join(output_dir, FLAGS_FILENAME)
     if os.path.exists(flags_path):
         with open(flags_path) as f:
             lines = f.read().splitlines()
         lines = [f"--output_dir={avg_dir}" if line.startswith("--output_dir=") else line
                  for line in lines]
-        with open(os.path.join(avg_dir, FLAGS_FILENAME), "w") as f:
-            f.write("".join(line + "\n" for line in lines))
+        write_text_atomically(os.path.join(avg_dir, FLAGS_FILENAME),
+                              "".join(line + "\n" for line in lines))
 
 
 def average_last(output_dir, n, avg_dir):
@@ -78,6 +80,9 @@ def average_last(output_dir, n, avg_dir):
         [path for _, path in chosen], checkpoints.checkpoint_path(avg_dir, newest_step)
     )
     copy_run_config(output_dir, avg_dir)
+    write_text_atomically(os.path.join(avg_dir, checkpoints.AVERAGED_MARKER), json.dumps({
+        "averaged_from": os.path.abspath(output_dir),
+        "steps": [step for step, _ in chosen]}) + "\n")
     print(f"Averaged {len(chosen)} checkpoint(s) of {output_dir}, steps "
           f"{', '.join(str(step) for step, _ in chosen)}, into {path}.")
     return path

@@ -10,6 +10,8 @@ import difflib
 import json
 import os
 
+from t2t_repro.atomic_files import write_text_atomically
+
 HPARAMS_FILENAME = "hparams.json"
 _TYPES = (bool, int, float, str)
 
@@ -138,21 +140,32 @@ class HParams:
 
 
 def save(hparams, output_dir):
-    """Writes `output_dir/hparams.json`."""
+    """Writes `output_dir/hparams.json`, atomically."""
     os.makedirs(output_dir, exist_ok=True)
     path = os.path.join(output_dir, HPARAMS_FILENAME)
-    with open(path, "w") as f:
-        f.write(hparams.to_json() + "\n")
+    write_text_atomically(path, hparams.to_json() + "\n")
     return path
 
 
 def load(output_dir):
-    """Reads the hparams a run saved in `output_dir`, or None if it saved none."""
+    """Reads the hparams a run saved in `output_dir`, or None if it saved none.
+
+    Raises HParamsError naming the file when it is not a JSON object of hparams."""
     path = os.path.join(output_dir, HPARAMS_FILENAME)
     if not os.path.exists(path):
         return None
-    with open(path) as f:
-        return HParams.from_json(f.read())
+    try:
+        with open(path, encoding="utf-8") as f:
+            values = json.load(f)
+        if not isinstance(values, dict):
+            raise TypeError(f"a JSON {type(values).__name__}, not an object")
+        return HParams(**values)
+    except (ValueError, TypeError) as error:  # JSONDecodeError and HParamsError included
+        raise HParamsError(
+            f"{path} is not a readable hparams file ({error}). Restore it from a copy, or "
+            f"delete it and pass the run's --hparams_set and --hparams again (checkpoints "
+            f"are kept)."
+        ) from None
 
 
 def create_hparams(hparams_set, overrides=""):

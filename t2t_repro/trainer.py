@@ -18,6 +18,7 @@ quiet_tensorflow.import_tensorflow()  # before anything imports it: see the modu
 from absl import app, flags  # noqa: E402
 
 from t2t_repro import model_flags, problem_flags, usr_dir  # noqa: E402
+from t2t_repro.atomic_files import write_text_atomically  # noqa: E402
 from t2t_repro.command_line import FlagAlias, apply_flag_aliases, exit_on_usage_errors  # noqa: E402
 from t2t_repro.model_flags import ConfigurationError  # noqa: E402
 from t2t_repro.training.strategy import STRATEGIES  # noqa: E402
@@ -96,8 +97,7 @@ def save_run_config(hparams, output_dir):
     hparams_lib.save(hparams, output_dir)
     if FLAGS.schedule == "evaluate":
         return
-    with open(os.path.join(output_dir, FLAGS_FILENAME), "w") as f:
-        f.write(trainer_flags_text())
+    write_text_atomically(os.path.join(output_dir, FLAGS_FILENAME), trainer_flags_text())
 
 
 def show_decodes(problem, model, count):
@@ -125,6 +125,30 @@ def decode_evaluation(problem):
         return None
     decode_hparams = create_decode_hparams(problem, FLAGS.decode_hparams)
     return DecodeEvaluation(problem, decode_hparams, FLAGS.eval_decode_examples)
+
+
+def check_flag_values():
+    """Flag values that make no sense are errors before anything is read or written."""
+    from t2t_repro.training import checkpoints
+
+    at_least = {"eval_every": 1, "log_every": 1, "keep_checkpoint_max": 1, "train_steps": 0,
+                "eval_steps": 0, "save_checkpoints_steps": 0, "save_checkpoints_minutes": 0}
+    for name, lowest in at_least.items():
+        value = getattr(FLAGS, name)
+        if value is not None and value < lowest:
+            raise ConfigurationError(f"--{name}={value} makes no sense: it must be at least "
+                                     f"{lowest}.")
+    output_dir = FLAGS.output_dir
+    if FLAGS.schedule == "evaluate" and not checkpoints.list_checkpoints(output_dir):
+        raise ConfigurationError(
+            f"--schedule=evaluate needs a trained model, but {output_dir} has no checkpoint "
+            f"(ckpt-<step>.weights.h5); train first, or point --output_dir at a trained run.")
+    averaged_from = checkpoints.averaged_from(output_dir)
+    if FLAGS.schedule != "evaluate" and averaged_from is not None:
+        raise ConfigurationError(
+            f"{output_dir} holds averaged checkpoints of {averaged_from} (avg_checkpoints wrote "
+            f"it); training there would mix the average with new steps. Train in "
+            f"{averaged_from} and average again, or evaluate and decode from {output_dir}.")
 
 
 def run():
@@ -193,6 +217,7 @@ def main(argv):
     from t2t_repro.training.loop import NonFiniteLossError
 
     try:
+        check_flag_values()
         run()
     except (ConfigurationError, RegistryError, HParamsError, NonFiniteLossError,
             *problem_flags.data_errors()) as error:

@@ -1,6 +1,7 @@
 """`python -m t2t_repro.avg_checkpoints` on a tiny trainer run, as a user runs it."""
 
 import hashlib
+import json
 import os
 
 import h5py
@@ -83,7 +84,11 @@ def test_averages_what_there_is_into_a_loadable_output_dir(trained_run):
     assert "steps 2, 4, 6" in result.stdout
 
     avg_dir = trained_run / "averaged"
-    assert sorted(os.listdir(avg_dir)) == ["ckpt-6.weights.h5", "flags.txt", "hparams.json"]
+    assert sorted(os.listdir(avg_dir)) == ["averaged.json", "ckpt-6.weights.h5", "flags.txt",
+                                           "hparams.json"]
+    # The mark that makes the trainer refuse to train in this folder.
+    assert json.loads((avg_dir / "averaged.json").read_text()) == {
+        "averaged_from": str(trained_run), "steps": [2, 4, 6]}
     assert digests(trained_run) == before
     assert (avg_dir / "hparams.json").read_text() == (trained_run / "hparams.json").read_text()
     run_flags = (trained_run / "flags.txt").read_text().splitlines()

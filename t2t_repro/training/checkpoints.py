@@ -6,13 +6,17 @@ exactly where it stopped. Files are written under a temporary name and renamed, 
 mid-write never leaves a half-written checkpoint that looks complete.
 """
 
+import json
 import os
 import re
 import time
 
 import keras
 
+from t2t_repro.atomic_files import is_temporary
+
 _CHECKPOINT_PATTERN = re.compile(r"^ckpt-(\d+)\.weights\.h5$")
+AVERAGED_MARKER = "averaged.json"
 
 
 def checkpoint_path(directory, step):
@@ -37,6 +41,25 @@ def list_checkpoints(directory):
     return sorted(found)
 
 
+def averaged_from(directory):
+    """The training run whose checkpoints `directory` holds the average of (avg_checkpoints
+    marks it with `averaged.json`), or None for any other folder."""
+    path = os.path.join(directory, AVERAGED_MARKER)
+    if not os.path.exists(path):
+        return None
+    with open(path, encoding="utf-8") as f:
+        return json.load(f).get("averaged_from", "another run")
+
+
+def remove_partial_files(directory):
+    """Deletes what a killed run left half-written: `.partial-ckpt-*` and temporary files."""
+    if not os.path.isdir(directory):
+        return
+    for filename in os.listdir(directory):
+        if filename.startswith(".partial-ckpt-") or is_temporary(filename):
+            os.remove(os.path.join(directory, filename))
+
+
 def latest_checkpoint(directory):
     """Path of the newest checkpoint in `directory`, or None."""
     checkpoints = list_checkpoints(directory)
@@ -57,6 +80,8 @@ class CheckpointManager:
         self.model = model
         self.max_to_keep = max_to_keep
         self.writes = writes
+        if writes:
+            remove_partial_files(directory)
 
     def step(self):
         return int(keras.ops.convert_to_numpy(self.model.optimizer.iterations))

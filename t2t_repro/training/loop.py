@@ -4,10 +4,12 @@ import os
 import warnings
 
 import keras
+import tensorflow as tf
 
 from t2t_repro import registry
 from t2t_repro.hparams import HParamsError
 from t2t_repro.models.flops import training_flops
+from t2t_repro.models.transformer import DTYPE_POLICIES
 from t2t_repro.data.problem import EVAL, TRAIN
 from t2t_repro.training import checkpoints, summaries
 from t2t_repro.training import strategy as strategy_lib
@@ -18,7 +20,6 @@ from t2t_repro.training.peak_flops import compute_dtype
 from t2t_repro.training.train_step import TrainStep
 
 SCHEDULES = ("train_and_evaluate", "train", "evaluate")
-DTYPE_POLICIES = ("float32", "mixed_bfloat16", "mixed_float16")
 
 
 class NonFiniteLossError(Exception):
@@ -139,8 +140,8 @@ class TrainingRun:
             output_dir, self.model, max_to_keep=keep_checkpoint_max, writes=self.is_chief
         )
         self.training_flops = training_flops(hparams, problem.target_vocab_size)
-        device_peak = peak_tflops or strategy_lib.local_gpu_peak_tflops(
-            compute_dtype(hparams.dtype_policy))
+        device_peak = peak_tflops or strategy_lib.local_gpu_peak_tflops(compute_dtype(
+            hparams.dtype_policy, tf.config.experimental.tensor_float_32_execution_enabled()))
         self.peak_tflops = device_peak * strategy.num_replicas_in_sync if device_peak else None
         self._writers = {}
         self._datasets = {}

@@ -79,14 +79,22 @@ def test_scaled_dot_product_attention_with_mask_gives_masked_keys_zero_weight():
     np.testing.assert_allclose(ops.convert_to_numpy(output), expected_output, atol=1e-5)
 
 
-def test_fully_masked_query_stays_finite():
-    """A query with no legal key (e.g. a padding query) must not produce NaNs that could leak."""
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
+def test_fully_masked_query_stays_finite(dtype):
+    """A query with no legal key (e.g. a padding query) must not produce NaNs that could leak,
+    in 16-bit inputs too (float16 overflows to -inf at -65520): the mask and softmax are
+    float32, the output keeps the inputs' dtype."""
     rng = np.random.default_rng(2)
-    q, k, v = _random(rng, 1, 2, 4), _random(rng, 1, 3, 4), _random(rng, 1, 3, 4)
+    q, k, v = (ops.cast(_random(rng, 1, *shape), dtype) for shape in ((2, 4), (3, 4), (3, 4)))
     mask = np.array([[[False, False, False], [True, True, False]]])
     output, weights = scaled_dot_product_attention(q, k, v, mask=ops.convert_to_tensor(mask))
-    assert np.all(np.isfinite(ops.convert_to_numpy(output)))
-    assert np.all(np.isfinite(ops.convert_to_numpy(weights)))
+    assert keras.backend.standardize_dtype(output.dtype) == dtype
+    assert keras.backend.standardize_dtype(weights.dtype) == "float32"
+    weights = ops.convert_to_numpy(weights)
+    assert np.all(np.isfinite(ops.convert_to_numpy(output).astype("float32")))
+    assert np.all(np.isfinite(weights))
+    np.testing.assert_allclose(weights.sum(-1), 1.0, atol=1e-6)
+    assert weights[0, 1, 2] == 0.0
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,150 @@
+"""The trainer under faults: kills at random moments (one mid-checkpoint), corrupt run files,
+and flag values that make no sense, each ending in a resumable run or a one-line error that
+leaves the output folder as it was."""
+
+import json
+import os
+import random
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import h5py
+import pytest
+
+from t2t_repro.training import checkpoints
+from test_trainer import TINY_RUN, run_trainer
+
+# One layer of d_model 256: a checkpoint (weights and Adam's two moments, ~45 MB) takes long
+# enough to write that a kill can land inside it, while a step stays fast.
+KILL_RUN = [
+    "--problem=algorithmic_copy", "--hparams_set=transformer_tiny",
+    "--hparams=batch_size=256,max_length=24,hidden_size=256,filter_size=4096,num_hidden_layers=1",
+    "--eval_decode_examples=0", "--log_every=5", "--eval_every=100000",
+    "--save_checkpoints_steps=4", "--keep_checkpoint_max=3", "--train_steps=40",
+]
+
+
+def start_trainer(output_dir, log_path):
+    log = open(log_path, "w")
+    return subprocess.Popen(
+        [sys.executable, "-u", "-m", "t2t_repro.trainer", *KILL_RUN, f"--output_dir={output_dir}"],
+        stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+
+
+def wait_for(condition, process, seconds=120):
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert process.poll() is None, "the trainer ended before the moment to kill it"
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.001)
+
+
+def partial_files(directory):
+    return [name for name in os.listdir(directory) if name.startswith(".partial-ckpt-")]
+
+
+def complete_steps_that_load(directory):
+    """Steps of the complete checkpoints, each opened and read in full."""
+    steps = []
+    for step, path in checkpoints.list_checkpoints(directory):
+        with h5py.File(path, "r") as f:
+            f.visititems(lambda name, item: item[()] if isinstance(item, h5py.Dataset) else None)
+        steps.append(step)
+    return steps
+
+
+def newest_step(directory):
+    found = checkpoints.list_checkpoints(directory)
+    return found[-1][0] if found else 0
+
+
+def resumed_step(log_path):
+    match = re.search(r"Resumed from \S+ at step (\d+)\.", open(log_path).read())
+    return int(match.group(1)) if match else 0
+
+
+def test_five_kills_one_mid_checkpoint_each_resume_from_the_newest_complete_checkpoint(
+        tmp_path):
+    """SIGKILL five times during one 40-step run (checkpoints every 4 steps): at seeded random
+    moments after an attempt's first new checkpoint, and the third time while a checkpoint is
+    being written. Every restart resumes from the newest complete checkpoint and removes the
+    partial file, and the last run ends at step 40 with a loadable checkpoint."""
+    rng = random.Random(14)
+    output_dir = str(tmp_path / "run")
+    history = []
+    for kill in range(5):
+        log_path = tmp_path / f"attempt-{kill}.log"
+        newest_before = max(complete_steps_that_load(output_dir), default=0) if kill else 0
+        process = start_trainer(output_dir, log_path)
+        try:
+            if kill == 2:  # inside a checkpoint write
+                wait_for(lambda: os.path.isdir(output_dir) and partial_files(output_dir), process)
+            else:  # a random moment once this attempt has saved a new checkpoint
+                wait_for(lambda: newest_step(output_dir) > newest_before, process)
+                time.sleep(rng.uniform(0.0, 2.0))
+        finally:
+            process.send_signal(signal.SIGKILL)
+            process.wait()
+        assert resumed_step(log_path) == newest_before
+        steps = complete_steps_that_load(output_dir)
+        history.append({"kill": kill + 1, "resumed_from": newest_before, "complete": steps,
+                        "partial_left": bool(partial_files(output_dir))})
+    assert history[2]["partial_left"]  # the kill did land inside a write
+    log_path = tmp_path / "final.log"
+    final = start_trainer(output_dir, log_path)
+    assert final.wait(timeout=300) == 0, open(log_path).read()[-3000:]
+    assert resumed_step(log_path) == max(history[-1]["complete"], default=0)
+    assert not partial_files(output_dir)
+    assert complete_steps_that_load(output_dir)[-1] == 40
+    print(json.dumps(history))  # the kill log: `pytest -s` shows it
+
+
+@pytest.mark.parametrize("flag, named", [
+    ("--eval_every=0", "--eval_every=0"),
+    ("--log_every=-5", "--log_every=-5"),
+    ("--train_steps=-1", "--train_steps=-1"),
+    ("--save_checkpoints_steps=-2", "--save_checkpoints_steps=-2"),
+    ("--keep_checkpoint_max=0", "--keep_checkpoint_max=0"),
+    ("--schedule=evaluate", "has no checkpoint"),
+    ("--hparams=batch_size=256,max_length=24,dtype_policy=mixed_fp8", "dtype_policy"),
+])
+def test_senseless_flag_values_are_errors_that_write_nothing(tmp_path, flag, named):
+    output_dir = tmp_path / "run"
+    result = run_trainer(*TINY_RUN, f"--output_dir={output_dir}", "--train_steps=2", flag)
+    assert result.returncode != 0
+    assert named in result.stderr and "Traceback" not in result.stderr
+    assert not output_dir.exists() or not os.listdir(output_dir)
+
+
+@pytest.mark.parametrize("content, named", [
+    ('{"hidden_size": 32, "num_hea', "Unterminated string"),  # cut short mid-write
+    ("[1, 2]", "not an object"),
+    ('{"hidden_size": {"wide": 1}}', "hidden_size"),
+])
+def test_a_corrupt_hparams_file_is_a_clear_error(tmp_path, content, named):
+    output_dir = tmp_path / "run"
+    output_dir.mkdir()
+    (output_dir / "hparams.json").write_text(content)
+    result = run_trainer(*TINY_RUN, f"--output_dir={output_dir}", "--train_steps=2")
+    assert result.returncode != 0 and "Traceback" not in result.stderr
+    assert "hparams.json is not a readable hparams file" in result.stderr and named in result.stderr
+    assert (output_dir / "hparams.json").read_text() == content  # nothing overwritten
+
+
+def test_an_averaged_folder_is_refused_as_a_training_output_dir(tmp_path):
+    run_dir, averaged = tmp_path / "run", tmp_path / "run" / "averaged"
+    trained = run_trainer(*TINY_RUN, f"--output_dir={run_dir}", "--train_steps=2",
+                          "--eval_every=100")
+    assert trained.returncode == 0, trained.stderr
+    from conftest import run_module
+
+    assert run_module("t2t_repro.avg_checkpoints", f"--output_dir={run_dir}",
+                      "--n=1").returncode == 0
+    before = sorted(os.listdir(averaged))
+    refused = run_trainer(*TINY_RUN, f"--output_dir={averaged}", "--train_steps=4")
+    assert refused.returncode != 0 and "averaged checkpoints of" in refused.stderr
+    assert str(run_dir) in refused.stderr
+    assert sorted(os.listdir(averaged)) == before
