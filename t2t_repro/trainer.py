@@ -214,14 +214,20 @@ def main(argv):
     from t2t_repro.hparams import HParamsError
     from t2t_repro.registry import RegistryError
 
+    from t2t_repro.training import checkpoints, strategy
     from t2t_repro.training.loop import NonFiniteLossError
 
     try:
         check_flag_values()
         run()
     except (ConfigurationError, RegistryError, HParamsError, NonFiniteLossError,
-            *problem_flags.data_errors()) as error:
+            strategy.StrategyError, *problem_flags.data_errors()) as error:
         sys.exit(f"error: {error}")
+    except strategy.worker_failure_errors() as error:
+        if FLAGS.strategy != "multi_worker":
+            raise
+        sys.exit("error: " + strategy.describe_worker_failure(
+            error, checkpoints.latest_checkpoint(FLAGS.output_dir)))
 
 
 if __name__ == "__main__":

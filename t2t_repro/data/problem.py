@@ -73,9 +73,13 @@ class Problem:
     def examples(self, mode):
         raise NotImplementedError
 
-    def example_chunks(self, mode, repeat=False, shuffle=False, seed=None):
-        """The mode's examples as ragged chunks of `CHUNK_SIZE` (the batching pipeline's input)."""
-        examples = self.examples(mode)
+    def example_chunks(self, mode, repeat=False, shuffle=False, seed=None, shard=(0, 1)):
+        """The mode's examples as ragged chunks of `CHUNK_SIZE` (the batching pipeline's input).
+
+        `shard=(i, n)`: only input pipeline i of n's part, examples i, i + n, ... (problems
+        with sharded files split by file instead)."""
+        index, count = shard
+        examples = self.examples(mode).shard(count, index)
         if repeat:
             examples = examples.repeat()
         return examples.ragged_batch(CHUNK_SIZE)
@@ -138,17 +142,23 @@ class Problem:
         Training data is shuffled and repeated forever; eval data keeps a fixed order and is
         read once. Batches have a multiple of `num_replicas` rows (some may be empty rows,
         all padding), so that a distribution strategy splits each evenly.
+
+        With a tf.distribute `input_context` (`distribute_datasets_from_function`), the batches
+        are one input pipeline's (one worker's): its own part of the examples, no example read
+        by two pipelines in a pass, batched to one replica's share of the token budget.
         """
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got '{mode}'.")
         training = mode == TRAIN
         shuffle = training if shuffle is None else shuffle
         repeat = training if repeat is None else repeat
-        chunks = self.example_chunks(mode, repeat=repeat, shuffle=shuffle, seed=seed)
-        budget = hparams.batch_size
-        if input_context is not None:  # per-replica batches of the replica's share
+        budget, shard = hparams.batch_size, (0, 1)
+        if input_context is not None:  # this pipeline's part, per-replica batches
             budget //= input_context.num_replicas_in_sync
             num_replicas = 1
+            shard = (input_context.input_pipeline_id, input_context.num_input_pipelines)
+        chunks = self.example_chunks(mode, repeat=repeat, shuffle=shuffle, seed=seed,
+                                     shard=shard)
         batches = batching.batch_by_token_budget(
             chunks, budget, hparams.max_length, shuffle=shuffle, seed=seed,
             rows_multiple=num_replicas,

@@ -172,9 +172,17 @@ class TextPairProblem(Problem):
     def examples(self, mode):
         return self._oriented(records.read_shards(self.shard_paths(mode)))
 
-    def example_chunks(self, mode, repeat=False, shuffle=False, seed=None):
+    def example_chunks(self, mode, repeat=False, shuffle=False, seed=None, shard=(0, 1)):
+        """Split over input pipelines by shard file: pipeline i of n reads files i, i + n, ..."""
+        index, count = shard
+        paths = self.shard_paths(mode)
+        if len(paths) < count:
+            raise ValueError(
+                f"{self.data_name} has {len(paths)} {mode} shard file(s), fewer than the "
+                f"{count} input pipelines (workers) reading them; generate the data again with "
+                f"--data_hparams=num_train_shards={count} or more.")
         chunks = records.read_chunks(
-            self.shard_paths(mode), CHUNK_SIZE, shuffle_files=shuffle, repeat=repeat, seed=seed
+            paths[index::count], CHUNK_SIZE, shuffle_files=shuffle, repeat=repeat, seed=seed
         )
         return self._oriented(chunks)
 

@@ -1,8 +1,22 @@
-"""tf.distribute strategies by name: one machine (Mirrored) or several (MultiWorkerMirrored)."""
+"""tf.distribute strategies by name: one machine (Mirrored) or several (MultiWorkerMirrored),
+and what a multi-worker run needs besides: who writes, and how a lost worker is reported."""
+
+import json
+import os
+import re
 
 import tensorflow as tf
 
 STRATEGIES = ("auto", "default", "mirrored", "multi_worker")
+# A collective that waits longer than this for a peer fails instead of hanging: long enough
+# for a first step's compilation or an evaluation on the other workers.
+COLLECTIVE_TIMEOUT_SECONDS = 30 * 60
+_TF_CONFIG_EXAMPLE = ('{"cluster": {"worker": ["host1:12345", "host2:12345"]}, '
+                      '"task": {"type": "worker", "index": 0}}')
+
+
+class StrategyError(ValueError):
+    """The strategy cannot be built as asked; the message says why and how to fix it."""
 
 
 def create_strategy(name="auto"):
@@ -10,7 +24,8 @@ def create_strategy(name="auto"):
 
     auto: MirroredStrategy over all GPUs when there are several, else the default strategy.
     default: no distribution (one device). mirrored: MirroredStrategy over the local devices.
-    multi_worker: MultiWorkerMirroredStrategy, configured by the TF_CONFIG environment variable.
+    multi_worker: MultiWorkerMirroredStrategy, configured by the TF_CONFIG environment variable;
+    its collectives time out after COLLECTIVE_TIMEOUT_SECONDS.
     """
     if name == "auto":
         name = "mirrored" if len(tf.config.list_logical_devices("GPU")) > 1 else "default"
@@ -19,7 +34,10 @@ def create_strategy(name="auto"):
     if name == "mirrored":
         return tf.distribute.MirroredStrategy()
     if name == "multi_worker":
-        return tf.distribute.MultiWorkerMirroredStrategy()
+        _check_tf_config()
+        return tf.distribute.MultiWorkerMirroredStrategy(
+            communication_options=tf.distribute.experimental.CommunicationOptions(
+                timeout_seconds=COLLECTIVE_TIMEOUT_SECONDS))
     raise ValueError(f"Unknown strategy '{name}'. Choose one of: {', '.join(STRATEGIES)}.")
 
 
@@ -49,3 +67,40 @@ def local_gpu_peak_tflops(dtype):
         return None
     name = tf.config.experimental.get_device_details(gpus[0]).get("device_name", "")
     return peak_tflops(name, dtype)
+
+
+def _check_tf_config():
+    text = os.environ.get("TF_CONFIG")
+    problem = None
+    if not text:
+        problem = "TF_CONFIG is not set"
+    else:
+        try:
+            config = json.loads(text)
+            config["cluster"]["worker" if "worker" in config["cluster"] else "chief"]
+            config["task"]["type"], config["task"]["index"]
+        except (ValueError, KeyError, TypeError) as error:
+            problem = f"TF_CONFIG is not a cluster description ({type(error).__name__}: {error})"
+    if problem:
+        raise StrategyError(
+            f"--strategy=multi_worker needs every worker's address and its own task in the "
+            f"TF_CONFIG environment variable, but {problem}. Example for worker 0 of two: "
+            f"TF_CONFIG='{_TF_CONFIG_EXAMPLE}'.")
+
+
+def worker_failure_errors():
+    """What a collective raises when a peer worker died, restarted or cannot be reached."""
+    return (tf.errors.UnavailableError, tf.errors.DeadlineExceededError,
+            tf.errors.FailedPreconditionError, tf.errors.CancelledError)
+
+
+def describe_worker_failure(error, newest_checkpoint):
+    """A one-line account of a lost worker, and what to do about it."""
+    lines = [line.strip() for line in (error.message or str(error)).splitlines() if line.strip()]
+    telling = [line for line in lines if re.search(r"abort|onnect|reach|time|eadline", line)]
+    first_line = (telling or lines or [""])[0][:300]
+    resume = (f"training resumes from {newest_checkpoint}" if newest_checkpoint
+              else "no checkpoint was written yet, so training starts again")
+    return (f"another worker of this multi-worker run stopped or cannot be reached "
+            f"({type(error).__name__}: {first_line}). Restart every worker with the same "
+            f"command and TF_CONFIG: {resume}.")

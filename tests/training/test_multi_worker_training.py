@@ -1,0 +1,219 @@
+"""Training on several machines, for real: worker processes on 127.0.0.1 joined by
+MultiWorkerMirroredStrategy from TF_CONFIG, each with one CPU device.
+
+They must take exactly the updates one process takes on the global batches, read distinct
+parts of the data, leave one writer of the run's files, fail promptly with a clear message when
+a peer dies, and resume together from the chief's newest checkpoint.
+"""
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from step_cases import HPARAMS, micro_batch, new_model, union
+from t2t_repro import registry
+from t2t_repro.data.problem import TRAIN
+from t2t_repro.hparams import create_hparams
+from t2t_repro.training import checkpoints
+from t2t_repro.training.train_step import TrainStep
+
+WORKERS = 2
+TRAINER = ["-m", "t2t_repro.trainer", "--problem=algorithmic_copy",
+           "--hparams_set=transformer_tiny", "--hparams=batch_size=256,max_length=24",
+           "--eval_steps=2", "--eval_decode_examples=0", "--log_every=5", "--strategy=multi_worker"]
+
+
+def free_ports(count):
+    sockets = [socket.socket() for _ in range(count)]
+    for s in sockets:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in sockets]
+    for s in sockets:
+        s.close()
+    return ports
+
+
+def start_workers(arguments, log_dir, name):
+    """`python <arguments>` once per worker, TF_CONFIG naming all of them; output in logs."""
+    cluster = {"worker": [f"127.0.0.1:{port}" for port in free_ports(WORKERS)]}
+    processes = []
+    for index in range(WORKERS):
+        config = {"cluster": cluster, "task": {"type": "worker", "index": index}}
+        log = open(log_dir / f"{name}-{index}.log", "w")
+        processes.append(subprocess.Popen(
+            [sys.executable, "-u", *arguments], stdout=log, stderr=subprocess.STDOUT,
+            env=dict(os.environ, TF_CONFIG=json.dumps(config), TF_CPP_MIN_LOG_LEVEL="2",
+                     KERAS_BACKEND="tensorflow")))
+    return processes
+
+
+def wait_all(processes, timeout):
+    try:
+        return [process.wait(timeout=timeout) for process in processes]
+    finally:
+        for process in processes:
+            if process.poll() is None:
+                process.kill()
+
+
+def log_text(log_dir, name, index):
+    return (log_dir / f"{name}-{index}.log").read_text()
+
+
+# Worker i trains 2 updates of 2 micro-batches on the batches BATCHES[i]; one process on the
+# union of both workers' batches must end with the same weights.
+SHAPES = [[(2, 4, 3), (3, 6, 5), (1, 3, 2), (4, 5, 6)], [(5, 9, 8), (2, 3, 4), (3, 7, 7), (1, 2, 2)]]
+WORKER_STEPS = textwrap.dedent(
+    """
+    import sys
+    import numpy as np
+    import tensorflow as tf
+    sys.path.insert(0, sys.argv[1])
+    from step_cases import HPARAMS, micro_batch, new_model
+    from t2t_repro.hparams import create_hparams
+    from t2t_repro.training.strategy import create_strategy
+    from t2t_repro.training.train_step import TrainStep
+    from test_multi_worker_training import SHAPES, batch_spec
+
+    strategy = create_strategy("multi_worker")
+    index = strategy.cluster_resolver.task_id
+    hparams = create_hparams("transformer_tiny", HPARAMS)
+    with strategy.scope():
+        model = new_model(hparams)
+    batches = [micro_batch(10 * index + n, *shape) for n, shape in enumerate(SHAPES[index])]
+    dataset = strategy.distribute_datasets_from_function(
+        lambda context: tf.data.Dataset.from_generator(lambda: iter(batches),
+                                                       output_signature=batch_spec()))
+    step = TrainStep(model, strategy, hparams.label_smoothing, accumulation_steps=2)
+    iterator = iter(dataset)
+    losses = [step(iterator).loss_sum for _ in range(2)]
+    np.savez(sys.argv[2], losses=np.array(losses), *model.get_weights())
+    """
+)
+
+
+def batch_spec():
+    return ({"inputs": tf.TensorSpec((None, None), tf.int32),
+             "targets": tf.TensorSpec((None, None), tf.int32)},
+            tf.TensorSpec((None, None), tf.int32))
+
+
+def test_two_workers_take_the_updates_of_one_process_on_the_global_batches(tmp_path):
+    """Unequal token counts on the two workers, 2 micro-batches per update, 2 updates: both
+    workers end with identical weights, equal within 1e-6 to one process that takes each
+    update on the union of the 4 micro-batches that made it."""
+    here = os.path.dirname(__file__)
+    outputs = [tmp_path / f"worker-{i}.npz" for i in range(WORKERS)]
+    processes = []
+    cluster = {"worker": [f"127.0.0.1:{port}" for port in free_ports(WORKERS)]}
+    for index in range(WORKERS):
+        config = {"cluster": cluster, "task": {"type": "worker", "index": index}}
+        processes.append(subprocess.Popen(
+            [sys.executable, "-c", WORKER_STEPS, here, str(outputs[index])],
+            stdout=subprocess.DEVNULL, stderr=open(tmp_path / f"{index}.err", "w"),
+            env=dict(os.environ, TF_CONFIG=json.dumps(config), TF_CPP_MIN_LOG_LEVEL="2",
+                     PYTHONPATH=here + os.pathsep + os.environ.get("PYTHONPATH", ""))))
+    codes = wait_all(processes, timeout=180)
+    assert codes == [0, 0], [(tmp_path / f"{i}.err").read_text()[-2000:] for i in range(2)]
+    workers = [np.load(path) for path in outputs]
+
+    hparams = create_hparams("transformer_tiny", HPARAMS)
+    model = new_model(hparams)
+    batches = [[micro_batch(10 * i + n, *shape) for n, shape in enumerate(SHAPES[i])]
+               for i in range(WORKERS)]
+    update_batches = [union([batches[0][0], batches[1][0], batches[0][1], batches[1][1]]),
+                      union([batches[0][2], batches[1][2], batches[0][3], batches[1][3]])]
+    step = TrainStep(model, tf.distribute.get_strategy(), hparams.label_smoothing)
+    iterator = iter(tf.data.Dataset.from_generator(lambda: iter(update_batches),
+                                                   output_signature=batch_spec()))
+    losses = [step(iterator).loss_sum for _ in range(2)]
+
+    weights = [[w[f"arr_{n}"] for n in range(len(model.get_weights()))] for w in workers]
+    for first, second in zip(*weights):
+        np.testing.assert_array_equal(first, second)
+    largest = max(float(np.abs(a - b).max()) for a, b in zip(weights[0], model.get_weights()))
+    assert largest < 1e-6
+    np.testing.assert_allclose(workers[0]["losses"], losses, rtol=1e-6)
+    print(f"workers identical; largest weight difference from one process {largest:.2e}")
+
+
+def test_each_input_pipeline_reads_its_own_part_of_the_data():
+    """Two pipelines of algorithmic_copy: one pass each, no example in both, none missing."""
+    registry.import_all()
+    problem = registry.problems["algorithmic_copy"]()
+    problem.num_examples = {TRAIN: 500, "eval": 10}
+
+    def examples(shard):
+        chunks = problem.example_chunks(TRAIN, shard=shard)
+        return [tuple(row) for chunk in chunks for row in chunk["inputs"].to_list()]
+
+    whole = examples((0, 1))
+    parts = [examples((index, 2)) for index in range(2)]
+    assert len(parts[0]) + len(parts[1]) == len(whole) == 500
+    assert sorted(parts[0] + parts[1]) == sorted(whole)
+    assert abs(len(parts[0]) - len(parts[1])) <= 1
+
+
+def test_shard_files_are_split_between_pipelines(ende_data_dir):
+    from problems.translate_ende import TranslateEnde
+
+    problem = TranslateEnde(data_dir=str(ende_data_dir))
+    counts = [sum(int(chunk["targets"].nrows()) for chunk in problem.example_chunks(
+        TRAIN, shard=(index, 2))) for index in range(2)]
+    total = sum(int(chunk["targets"].nrows()) for chunk in problem.example_chunks(TRAIN))
+    assert counts[0] > 0 and counts[1] > 0 and sum(counts) == total
+    with pytest.raises(ValueError, match="num_train_shards=9"):
+        problem.example_chunks(TRAIN, shard=(0, 9))
+
+
+def test_two_trainer_workers_write_once_fail_together_and_resume(tmp_path):
+    """The trainer on 2 workers with one --output_dir: (1) both finish 10 steps, and the run's
+    files have one writer; (2) a worker killed mid-run makes the other exit with the clear
+    message within 60 s; (3) restarted, both resume from the chief's newest checkpoint."""
+    output_dir = tmp_path / "run"
+    common = [*TRAINER, f"--output_dir={output_dir}", "--save_checkpoints_steps=5"]
+    codes = wait_all(start_workers([*common, "--train_steps=10", "--eval_every=10"],
+                                   tmp_path, "first"), timeout=240)
+    assert codes == [0, 0], log_text(tmp_path, "first", 1)[-2000:]
+    for mode in ("train", "eval"):
+        assert len(os.listdir(output_dir / mode)) == 1  # one event file: the chief's
+    assert "hparams.json" in os.listdir(output_dir) and "flags.txt" in os.listdir(output_dir)
+    assert [s for s, _ in checkpoints.list_checkpoints(str(output_dir))] == [5, 10]
+
+    survivor, doomed = start_workers([*common, "--train_steps=100000", "--eval_every=100000"],
+                                     tmp_path, "killed")
+    try:
+        deadline = time.monotonic() + 120
+        while not checkpoints.latest_checkpoint(str(output_dir)).endswith("ckpt-20.weights.h5"):
+            assert survivor.poll() is None and doomed.poll() is None
+            assert time.monotonic() < deadline
+            time.sleep(0.2)
+        doomed.send_signal(signal.SIGKILL)
+        killed_at = time.monotonic()
+        code = survivor.wait(timeout=60)
+        seconds = time.monotonic() - killed_at
+    finally:
+        wait_all([survivor, doomed], timeout=1)
+    message = log_text(tmp_path, "killed", 0)
+    assert code != 0 and "another worker of this multi-worker run stopped" in message
+    newest = checkpoints.checkpoint_step(checkpoints.latest_checkpoint(str(output_dir)))
+    assert f"training resumes from {output_dir}/ckpt-" in message
+    print(f"survivor exited {seconds:.1f} s after the kill; newest checkpoint {newest}")
+
+    codes = wait_all(start_workers([*common, f"--train_steps={newest + 5}", "--eval_every=5"],
+                                   tmp_path, "resumed"), timeout=240)
+    assert codes == [0, 0], log_text(tmp_path, "resumed", 0)[-2000:]
+    for index in range(WORKERS):
+        assert re.search(rf"Resumed from \S+ at step {newest}\.",
+                         log_text(tmp_path, "resumed", index))
+    assert checkpoints.checkpoint_step(checkpoints.latest_checkpoint(str(output_dir))) == newest + 5
