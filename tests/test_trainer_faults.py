@@ -17,13 +17,13 @@ import pytest
 from t2t_repro.training import checkpoints
 from test_trainer import TINY_RUN, run_trainer
 
-# One layer of d_model 256: a checkpoint (weights and Adam's two moments, ~45 MB) takes long
+# One layer of d_model 256: a checkpoint (weights and Adam's two moments, ~25 MB) takes long
 # enough to write that a kill can land inside it, while a step stays fast.
 KILL_RUN = [
     "--problem=algorithmic_copy", "--hparams_set=transformer_tiny",
-    "--hparams=batch_size=256,max_length=24,hidden_size=256,filter_size=4096,num_hidden_layers=1",
+    "--hparams=batch_size=256,max_length=24,hidden_size=256,filter_size=2048,num_hidden_layers=1",
     "--eval_decode_examples=0", "--log_every=5", "--eval_every=100000",
-    "--save_checkpoints_steps=4", "--keep_checkpoint_max=3", "--train_steps=40",
+    "--save_checkpoints_steps=3", "--keep_checkpoint_max=3", "--train_steps=30",
 ]
 
 
@@ -68,10 +68,10 @@ def resumed_step(log_path):
 
 def test_five_kills_one_mid_checkpoint_each_resume_from_the_newest_complete_checkpoint(
         tmp_path):
-    """SIGKILL five times during one 40-step run (checkpoints every 4 steps): at seeded random
+    """SIGKILL five times during one 30-step run (checkpoints every 3 steps): at seeded random
     moments after an attempt's first new checkpoint, and the third time while a checkpoint is
     being written. Every restart resumes from the newest complete checkpoint and removes the
-    partial file, and the last run ends at step 40 with a loadable checkpoint."""
+    partial file, and the last run ends at step 30 with a loadable checkpoint."""
     rng = random.Random(14)
     output_dir = str(tmp_path / "run")
     history = []
@@ -80,11 +80,12 @@ def test_five_kills_one_mid_checkpoint_each_resume_from_the_newest_complete_chec
         newest_before = max(complete_steps_that_load(output_dir), default=0) if kill else 0
         process = start_trainer(output_dir, log_path)
         try:
-            if kill == 2:  # inside a checkpoint write
-                wait_for(lambda: os.path.isdir(output_dir) and partial_files(output_dir), process)
+            if kill == 2:  # inside a checkpoint write, once the restart has cleaned up
+                wait_for(lambda: resumed_step(log_path) == newest_before, process)
+                wait_for(lambda: partial_files(output_dir), process)
             else:  # a random moment once this attempt has saved a new checkpoint
                 wait_for(lambda: newest_step(output_dir) > newest_before, process)
-                time.sleep(rng.uniform(0.0, 2.0))
+                time.sleep(rng.uniform(0.0, 1.5))
         finally:
             process.send_signal(signal.SIGKILL)
             process.wait()
@@ -98,7 +99,7 @@ def test_five_kills_one_mid_checkpoint_each_resume_from_the_newest_complete_chec
     assert final.wait(timeout=300) == 0, open(log_path).read()[-3000:]
     assert resumed_step(log_path) == max(history[-1]["complete"], default=0)
     assert not partial_files(output_dir)
-    assert complete_steps_that_load(output_dir)[-1] == 40
+    assert complete_steps_that_load(output_dir)[-1] == 30
     print(json.dumps(history))  # the kill log: `pytest -s` shows it
 
 
