@@ -3,7 +3,6 @@
 import os
 import warnings
 
-import keras
 import tensorflow as tf
 
 from t2t_repro import registry
@@ -187,8 +186,6 @@ class TrainingRun:
         replicas = self.strategy.num_replicas_in_sync
         if replicas == 1:
             return
-        import tensorflow as tf
-
         moments = tf.constant([step, step * step], tf.float64)
         sums = self.strategy.reduce(
             tf.distribute.ReduceOp.SUM, self.strategy.run(lambda: tf.identity(moments)), axis=None
