@@ -1,7 +1,8 @@
-"""Beam-search decoding speed with the attention cache and without it (DESIGN §7's protocol).
+"""Beam-search decoding speed beside CTranslate2, and with the attention cache and without it
+(DESIGN §7's protocol).
 
     python -m t2t_repro.bench decode [--data_root ../shared/data] [--sentences 500]
-        [--uncached_every 4] [--jit_compile]
+        [--uncached_every 4] [--skip_peer]
 
 In one run, on this machine:
   1. a 37,000-piece BPE vocabulary from Multi30k + newstest2013 (as `bench pipeline`);
@@ -47,20 +48,66 @@ def forced_batches(id_lists):
 
 
 def timed_decode(search, batches):
-    """(output tokens, seconds) for decoding `batches`, after an untimed decode of one batch of
-    each shape the search compiles (rows, and source and output lengths as padded)."""
+    """(output tokens, seconds, best outputs) for decoding `batches`, after an untimed decode of
+    one batch of each shape the search compiles (rows, and source and output lengths as
+    padded)."""
     shapes = {}
     for source, length in batches:
         key = (len(source), padded_length(source.shape[1]), padded_length(length))
         shapes.setdefault(key, (source, length))
     for source, length in shapes.values():
         search(source, np.full(len(source), length))
-    tokens, started = 0, time.perf_counter()
+    outputs, started = [], time.perf_counter()
     for source, length in batches:
         ids = search(source, np.full(len(source), length)).best()
         assert ids.shape[1] == length, "a forced-length decode stopped early"
-        tokens += ids.shape[0] * ids.shape[1]
-    return tokens, time.perf_counter() - started
+        outputs += ids.tolist()
+    seconds = time.perf_counter() - started
+    return sum(map(len, outputs)), seconds, outputs
+
+
+def ctranslate2_decode(ct2_dir, tokens, batches):
+    """(output tokens, seconds, best outputs as ids) for CTranslate2 decoding `batches` with
+    beam BEAM_SIZE, each forced to its length as ours is, on every core, after one untimed
+    batch."""
+    import ctranslate2
+
+    translator = ctranslate2.Translator(ct2_dir, device="cpu", inter_threads=1,
+                                        intra_threads=os.cpu_count())
+
+    def translate(source, length):
+        rows = [[tokens[i] for i in row if i] for row in source]
+        return translator.translate_batch(rows, beam_size=BEAM_SIZE, min_decoding_length=length,
+                                          max_decoding_length=length, max_batch_size=BATCH_SIZE)
+
+    translate(*batches[0])
+    results, started = [], time.perf_counter()
+    for source, length in batches:
+        results += translate(source, length)
+    seconds = time.perf_counter() - started
+    ids = {token: i for i, token in enumerate(tokens)}
+    outputs = [[ids[token] for token in result.hypotheses[0]] for result in results]
+    assert [len(o) for o in outputs] == [length for source, length in batches
+                                         for _ in source], "a forced-length decode stopped early"
+    return sum(map(len, outputs)), seconds, outputs
+
+
+def peer_figures(model, problem, batches, work):
+    """{"float32": (tokens, seconds), "int8": ...} of CTranslate2 on the same weights, or a
+    string saying why there are none."""
+    try:
+        import ctranslate2  # noqa: F401 (only whether it imports)
+    except ImportError:
+        return "CTranslate2 is not installed: pip install -e '.[bench]'"
+    from t2t_repro.serving.ctranslate2_model import vocabulary_tokens, write_ctranslate2_model
+
+    tokens = vocabulary_tokens(problem)
+    figures = {}
+    for quantization in ("float32", "int8"):
+        ct2_dir = os.path.join(work, f"ct2_{quantization}")
+        write_ctranslate2_model(model, problem, ct2_dir, quantization)
+        figures[quantization] = ctranslate2_decode(ct2_dir, tokens, batches)
+    return figures
 
 
 def main(argv):
@@ -71,15 +118,19 @@ def main(argv):
     parser.add_argument("--sentences", type=int, default=500,
                         help="how many newstest2014 lines to decode (protocol: 500)")
     parser.add_argument("--uncached_every", type=int, default=4,
-                        help="time the uncached decoder on every n-th batch (1: all batches)")
-    parser.add_argument("--jit_compile", action="store_true",
-                        help="compile the cached decoder with XLA (TensorFlow)")
+                        help="time the uncached decoder on every n-th batch (1: all batches; "
+                             "0: neither it nor the host loop)")
+    parser.add_argument("--skip_peer", action="store_true", help="do not run CTranslate2")
     args = parser.parse_args(argv)
 
     from problems.translate_ende import TranslateEnde
     from t2t_repro.decoding.transformer_search import TransformerBeamSearch
     from t2t_repro.hparams import create_hparams
     from t2t_repro.training.loop import build_model
+
+    def search(use_cache, loop="graph", jit_compile=False):
+        return TransformerBeamSearch(model, BEAM_SIZE, ALPHA, use_cache=use_cache,
+                                     force_max_length=True, jit_compile=jit_compile, loop=loop)
 
     with tempfile.TemporaryDirectory() as work:
         os.makedirs(os.path.join(work, "raw"))
@@ -92,38 +143,50 @@ def main(argv):
             sentences = [line.rstrip("\n") for line, _ in zip(f, range(args.sentences))]
         batches = forced_batches([problem.encode(sentence) for sentence in sentences])
         model = build_model("transformer", create_hparams("transformer_base"), problem)
-
-    def search(use_cache, loop="graph"):
-        return TransformerBeamSearch(model, BEAM_SIZE, ALPHA, use_cache=use_cache,
-                                     force_max_length=True, jit_compile=args.jit_compile,
-                                     loop=loop)
-
-    cached = timed_decode(search(True), batches)
-    cached_host_loop = timed_decode(search(True, "host"), batches)
-    sample = batches[:: args.uncached_every]
-    cached_sample = timed_decode(search(True), sample)
-    uncached_sample = timed_decode(search(False), sample)
+        cached = timed_decode(search(True), batches)
+        cached_xla = timed_decode(search(True, jit_compile=True), batches)
+        peers = "skipped (--skip_peer)" if args.skip_peer else peer_figures(
+            model, problem, batches, work)
 
     def rate(measured):
         return measured[0] / measured[1]
 
-    rows = [
-        (f"cached, all {len(batches)} batches", rate(cached), "tok/s",
-         "same, host loop", rate(cached_host_loop)),
-        (f"cached vs uncached, {len(sample)} batches", rate(cached_sample), "tok/s",
-         "uncached (full prefix)", rate(uncached_sample)),
-    ]
+    ours = {"t2t_repro, as the decoder runs it": cached, "t2t_repro with XLA": cached_xla}
+    if isinstance(peers, dict):
+        rows = [(name, rate(figures), "tok/s", "CTranslate2 float32", rate(peers["float32"]))
+                for name, figures in ours.items()]
+        rows.append(("t2t_repro with XLA", rate(cached_xla), "tok/s", "CTranslate2 int8",
+                     rate(peers["int8"])))
+    else:
+        rows = [(name, rate(figures), "tok/s", "", None) for name, figures in ours.items()]
+    if args.uncached_every:
+        sample = batches[:: args.uncached_every]
+        cached_host_loop = timed_decode(search(True, "host"), batches)
+        cached_sample = timed_decode(search(True), sample)
+        uncached_sample = timed_decode(search(False), sample)
+        rows += [
+            ("t2t_repro, host loop", rate(cached_host_loop), "tok/s", "graph loop", rate(cached)),
+            (f"cached vs uncached, {len(sample)} batches", rate(cached_sample), "tok/s",
+             "uncached (full prefix)", rate(uncached_sample)),
+        ]
     from t2t_repro.bench.report import format_table
 
-    title = (f"Beam-search decoding, transformer_base sizes (random weights), vocab "
-             f"{problem.target_vocab_size}: first {len(sentences)} newstest2014 sentences, "
-             f"batches of {BATCH_SIZE}, beam {BEAM_SIZE}, forced length round(1.1 x longest "
-             f"source) = {cached[0]:,} tokens, {cached[1]:.0f} s"
-             f"{', XLA' if args.jit_compile else ''}")
+    title = (f"Beam-search decoding, transformer_base sizes (random weights, the same in every "
+             f"row), vocab {problem.target_vocab_size}: first {len(sentences)} newstest2014 "
+             f"sentences, batches of {BATCH_SIZE}, beam {BEAM_SIZE}, forced length "
+             f"round(1.1 x longest source) = {cached[0]:,} tokens in {len(batches)} batches")
     print(format_table(rows, title))
-    speedup = rate(cached_sample) / rate(uncached_sample)
-    print(f"goal: cached >= {GOAL_SPEEDUP}x uncached: {'met' if speedup >= GOAL_SPEEDUP else 'MISSED'}"
-          f" ({speedup:.1f}x on the same {sum(len(s) for s, _ in sample)} sentences)")
+    if isinstance(peers, dict):
+        same = sum(a == b for a, b in zip(cached[2], peers["float32"][2]))
+        print(f"best hypotheses identical to CTranslate2 float32's on {same} of "
+              f"{len(cached[2])} sentences (equal forced lengths: the ranking is log P alone)")
+    else:
+        print(f"peer: {peers}")
+    if args.uncached_every:
+        speedup = rate(cached_sample) / rate(uncached_sample)
+        verdict = "met" if speedup >= GOAL_SPEEDUP else "MISSED"
+        print(f"goal: cached >= {GOAL_SPEEDUP}x uncached: {verdict} ({speedup:.1f}x on the same "
+              f"{sum(len(s) for s, _ in sample)} sentences)")
 
 
 if __name__ == "__main__":

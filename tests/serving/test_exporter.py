@@ -160,3 +160,29 @@ def test_the_served_export_answers_as_the_decoder_cli(ende):
             answers = pool.map(lambda texts: predict(server.url, "ende", texts), requests)
             served = [text for answer in answers for text, _ in answer]
     assert served == expected[:SENTENCES]
+
+
+def test_the_ctranslate2_conversion_translates_as_the_greedy_decoder_cli(ende):
+    """`python -m t2t_repro.export_ctranslate2` on the same run: CTranslate2, fed by the
+    sentencepiece model written beside it, writes the greedy decoder CLI's sentences."""
+    ctranslate2 = pytest.importorskip("ctranslate2")
+    import sentencepiece
+
+    ct2_dir = ende["run"] / "ctranslate2" / "100"
+    converted = run_module("t2t_repro.export_ctranslate2", *ende["flags"],
+                           f"--output_dir={ende['run']}")
+    assert converted.returncode == 0, converted.stderr
+    pieces = sentencepiece.SentencePieceProcessor(model_file=str(ct2_dir / "sentencepiece.model"))
+    translator = ctranslate2.Translator(str(ct2_dir), device="cpu")
+    outputs = []
+    for line in ende["lines"]:
+        tokens = pieces.encode(line, out_type=str) + ["</s>"]
+        result = translator.translate_batch([tokens], beam_size=1,
+                                            max_decoding_length=len(tokens) + 5)
+        outputs.append(pieces.decode(result[0].hypotheses[0]))
+    greedy = decoder_lines(ende["flags"], ende["run"], ende["source_file"],
+                           "--decode_hparams=beam_size=1,extra_length=5")
+    assert outputs == greedy[:SENTENCES]
+    again = run_module("t2t_repro.export_ctranslate2", *ende["flags"],
+                       f"--output_dir={ende['run']}")
+    assert again.returncode != 0 and f"{ct2_dir} already exists" in again.stderr

@@ -1,0 +1,190 @@
+"""A trained Transformer as a CTranslate2 model, for fast CPU and GPU inference outside TensorFlow.
+
+CTranslate2's `TransformerSpec` describes the same network as `Transformer`; the conversion
+fills it with this model's weights and makes the few choices where the two could differ
+explicit, so that CTranslate2 computes what this project computes:
+  - positions: the model's own table (the paper's interleaved sinusoids, or the learned rows),
+    not CTranslate2's built-in sinusoids (which put sines and cosines in two halves);
+  - embeddings: scaled by √d_model, as here; the decoder starts from id 0 (the padding id,
+    tensor2tensor's start symbol) and the output projection is the (tied) embedding matrix;
+  - normalisation: post-norm as the paper, or pre-norm with a final LayerNorm per stack, with
+    the model's LayerNorm epsilon;
+  - attention projections without biases, as tensor2tensor; feed-forward layers with biases.
+Tokens are the problem's sentencepiece pieces (id i is the i-th piece), so a CTranslate2 user
+tokenises with the sentencepiece model written beside the weights and appends `</s>`. A problem
+without a sentencepiece vocabulary gets tokens named by id (`<0>`, `<1>`, ...).
+
+The `ctranslate2` package is an optional dependency (`pip install -e ".[bench]"`).
+"""
+
+import json
+import os
+import shutil
+
+import numpy as np
+
+from t2t_repro.layers.positional import sinusoidal_position_encoding
+from t2t_repro.special_ids import EOS_ID, PAD_ID
+
+SENTENCEPIECE_FILE = "sentencepiece.model"
+INFO_FILE = "t2t_repro_info.json"
+# Rows of the sinusoid table for a sinusoidal model: CTranslate2 cannot decode past its table.
+DEFAULT_SINUSOID_POSITIONS = 1024
+QUANTIZATIONS = ("float32", "int8", "int8_float32", "int16", "float16", "bfloat16")
+
+
+class CTranslate2ExportError(ValueError):
+    """A model or request the conversion cannot honour; the message says what to change."""
+
+
+def import_ctranslate2():
+    """The `ctranslate2` module, or a CTranslate2ExportError saying how to install it."""
+    try:
+        import ctranslate2
+    except ImportError:
+        raise CTranslate2ExportError(
+            "CTranslate2 is not installed; install the optional extra: pip install -e '.[bench]' "
+            "(or pip install ctranslate2)."
+        ) from None
+    return ctranslate2
+
+
+def vocabulary_tokens(problem):
+    """One distinct token string per id: the sentencepiece pieces, or `<id>` names."""
+    vocabulary = getattr(problem, "vocabulary", None)
+    if vocabulary is not None and hasattr(vocabulary, "all_pieces"):
+        return vocabulary.all_pieces()
+    return [f"<{i}>" for i in range(problem.target_vocab_size)]
+
+
+def transformer_spec(model, source_tokens, target_tokens, positions=DEFAULT_SINUSOID_POSITIONS):
+    """A validated `ctranslate2.specs.TransformerSpec` holding `model`'s weights.
+
+    `positions`: rows of the position table for a sinusoidal model (a learned one brings its
+    own `max_length` rows).
+    """
+    import_ctranslate2()
+    from ctranslate2.specs import transformer_spec as specs
+
+    hp = model.hparams
+    pre_norm = bool(hp.normalize_first)
+    spec = specs.TransformerSpec.from_config(
+        (len(model.encoder_layers), len(model.decoder_layers)), hp.num_heads, pre_norm=pre_norm
+    )
+    _set_stack_inputs(spec.encoder, model.input_embedding,
+                      _position_table(model, model.encoder_position, positions))
+    _set_stack_inputs(spec.decoder, model.target_embedding,
+                      _position_table(model, model.decoder_position, positions))
+    spec.encoder.embeddings[0].weight = _array(model.input_embedding.embeddings)
+    for layer_spec, layer in zip(spec.encoder.layer, model.encoder_layers):
+        _set_self_attention(layer_spec.self_attention, layer.self_attention,
+                            layer.self_attention_norm)
+        _set_feed_forward(layer_spec.ffn, layer.feed_forward, layer.feed_forward_norm)
+    for layer_spec, layer in zip(spec.decoder.layer, model.decoder_layers):
+        _set_self_attention(layer_spec.self_attention, layer.self_attention,
+                            layer.self_attention_norm)
+        _set_cross_attention(layer_spec.attention, layer.cross_attention,
+                             layer.cross_attention_norm)
+        _set_feed_forward(layer_spec.ffn, layer.feed_forward, layer.feed_forward_norm)
+    if pre_norm:
+        _set_norm(spec.encoder.layer_norm, model.encoder_final_norm)
+        _set_norm(spec.decoder.layer_norm, model.decoder_final_norm)
+    projection = (model.target_embedding.embeddings if model.softmax_projection is None
+                  else np.transpose(_array(model.softmax_projection.kernel)))
+    spec.decoder.projection.weight = _array(projection)
+
+    spec.config.layer_norm_epsilon = float(hp.layer_norm_epsilon)
+    spec.config.unk_token = source_tokens[2] if len(source_tokens) > 2 else source_tokens[-1]
+    spec.config.bos_token = spec.config.decoder_start_token = target_tokens[PAD_ID]
+    spec.config.eos_token = target_tokens[EOS_ID]
+    spec.register_source_vocabulary(source_tokens)
+    spec.register_target_vocabulary(target_tokens)
+    spec.validate()
+    return spec
+
+
+def _array(variable):
+    return np.asarray(variable.numpy() if hasattr(variable, "numpy") else variable, np.float32)
+
+
+def _position_table(model, position_layer, positions):
+    if model.hparams.position_encoding == "learned":
+        return _array(position_layer.position_embeddings)
+    return _array(sinusoidal_position_encoding(positions, model.hparams.hidden_size))
+
+
+def _set_stack_inputs(stack_spec, embedding, table):
+    stack_spec.scale_embeddings = True  # × √d_model, as SharedEmbedding
+    stack_spec.position_encodings.encodings = table
+    if hasattr(stack_spec.embeddings, "weight"):  # the decoder's single embedding
+        stack_spec.embeddings.weight = _array(embedding.embeddings)
+
+
+def _set_linear(linear_spec, kernels, bias=None):
+    """Keras kernels [in, out], side by side (a fused projection), as CTranslate2's [out, in]."""
+    weight = np.concatenate([_array(kernel) for kernel in kernels], axis=1).T
+    linear_spec.weight = np.ascontiguousarray(weight)
+    if bias is not None:
+        linear_spec.bias = _array(bias)
+
+
+def _set_norm(norm_spec, norm):
+    norm_spec.gamma = _array(norm.gamma)
+    norm_spec.beta = _array(norm.beta)
+
+
+def _set_self_attention(attention_spec, attention, norm):
+    _set_linear(attention_spec.linear[0], [attention.query_dense.kernel,
+                                           attention.key_dense.kernel,
+                                           attention.value_dense.kernel])
+    _set_linear(attention_spec.linear[1], [attention.output_dense.kernel])
+    _set_norm(attention_spec.layer_norm, norm)
+
+
+def _set_cross_attention(attention_spec, attention, norm):
+    _set_linear(attention_spec.linear[0], [attention.query_dense.kernel])
+    _set_linear(attention_spec.linear[1], [attention.key_dense.kernel,
+                                           attention.value_dense.kernel])
+    _set_linear(attention_spec.linear[2], [attention.output_dense.kernel])
+    _set_norm(attention_spec.layer_norm, norm)
+
+
+def _set_feed_forward(ffn_spec, feed_forward, norm):
+    _set_linear(ffn_spec.linear_0, [feed_forward.inner_dense.kernel], feed_forward.inner_dense.bias)
+    _set_linear(ffn_spec.linear_1, [feed_forward.output_dense.kernel],
+                feed_forward.output_dense.bias)
+    _set_norm(ffn_spec.layer_norm, norm)
+
+
+def write_ctranslate2_model(model, problem, output_dir, quantization="float32", info=None,
+                            positions=DEFAULT_SINUSOID_POSITIONS):
+    """Converts `model` (a built `Transformer` with its weights) into `output_dir`.
+
+    Writes CTranslate2's `model.bin`, `config.json` and vocabularies, the problem's
+    sentencepiece model as `sentencepiece.model` (when it has one) and `info` as JSON. Written
+    under a temporary name and renamed; an existing `output_dir` is an error, never replaced.
+    Returns `output_dir`.
+    """
+    if quantization not in QUANTIZATIONS:
+        raise CTranslate2ExportError(
+            f"quantization must be one of {QUANTIZATIONS}, got '{quantization}'.")
+    if os.path.exists(output_dir):
+        raise CTranslate2ExportError(
+            f"{output_dir} already exists; a converted model is never overwritten. Choose "
+            f"another --ct2_dir or remove that folder yourself.")
+    tokens = vocabulary_tokens(problem)
+    spec = transformer_spec(model, tokens, tokens, positions)
+    spec.optimize(quantization=quantization)
+    partial = f"{output_dir.rstrip(os.sep)}.partial-{os.getpid()}"
+    os.makedirs(partial)
+    try:
+        spec.save(partial)
+        vocabulary = getattr(problem, "vocabulary", None)
+        if vocabulary is not None and hasattr(vocabulary, "model_path"):
+            shutil.copyfile(vocabulary.model_path, os.path.join(partial, SENTENCEPIECE_FILE))
+        with open(os.path.join(partial, INFO_FILE), "w") as f:
+            json.dump({"quantization": quantization, **(info or {})}, f, indent=1)
+        os.rename(partial, output_dir)
+    finally:
+        shutil.rmtree(partial, ignore_errors=True)
+    return output_dir

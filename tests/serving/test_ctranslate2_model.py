@@ -1,0 +1,131 @@
+"""The CTranslate2 conversion computes what the Keras model computes: on tiny models trained
+briefly to reverse sequences, CTranslate2's greedy outputs equal ours id for id and its
+teacher-forced log-probabilities equal ours within 1e-4, for post-norm (sinusoidal positions)
+and pre-norm (learned positions) models; a quantized conversion still decodes; an existing
+folder or an unknown quantization is refused."""
+
+import numpy as np
+import pytest
+
+ctranslate2 = pytest.importorskip("ctranslate2")
+
+import keras  # noqa: E402
+
+from t2t_repro.decoding.transformer_search import TransformerBeamSearch  # noqa: E402
+from t2t_repro.hparams import create_hparams  # noqa: E402
+from t2t_repro.models.transformer import Transformer  # noqa: E402
+from t2t_repro.serving.ctranslate2_model import (  # noqa: E402
+    CTranslate2ExportError,
+    write_ctranslate2_model,
+)
+from t2t_repro.special_ids import EOS_ID  # noqa: E402
+from t2t_repro.training.losses import LabelSmoothedCrossEntropy  # noqa: E402
+
+VOCAB_SIZE = 24
+FIRST_SYMBOL = 2
+MAX_SYMBOLS = 10
+
+
+class SymbolProblem:
+    """A problem without a sentencepiece vocabulary: tokens are named by id."""
+
+    input_vocab_size = target_vocab_size = VOCAB_SIZE
+
+
+def reversal_examples(rng, count):
+    """Sources of random symbols with EOS, targets their reversal with EOS, 0-padded."""
+    width = MAX_SYMBOLS + 1
+    sources = np.zeros((count, width), np.int32)
+    targets = np.zeros((count, width), np.int32)
+    for row, length in enumerate(rng.integers(2, MAX_SYMBOLS + 1, size=count)):
+        symbols = rng.integers(FIRST_SYMBOL, VOCAB_SIZE, size=length)
+        sources[row, : length + 1] = [*symbols, EOS_ID]
+        targets[row, : length + 1] = [*symbols[::-1], EOS_ID]
+    return sources, targets
+
+
+def trained_model(overrides):
+    """transformer_tiny (with `overrides`) after 300 Adam steps of sequence reversal."""
+    keras.utils.set_random_seed(3)
+    hparams = create_hparams("transformer_tiny", f"layer_prepostprocess_dropout=0.0,{overrides}")
+    model = Transformer(hparams, VOCAB_SIZE, VOCAB_SIZE).build_weights()
+    model.compile(optimizer=keras.optimizers.Adam(3e-3), loss=LabelSmoothedCrossEntropy(0.0))
+    sources, targets = reversal_examples(np.random.default_rng(0), 9600)
+    model.fit({"inputs": sources, "targets": targets}, targets, batch_size=32, epochs=1,
+              verbose=0)
+    return model
+
+
+def tokens(ids):
+    return [f"<{int(i)}>" for i in ids if i != 0]
+
+
+def ids_of(token_list):
+    return [int(token[1:-1]) for token in token_list]
+
+
+@pytest.fixture(scope="module", params=["normalize_first=false",
+                                        "normalize_first=true,position_encoding=learned"],
+                ids=["post-norm, sinusoids", "pre-norm, learned positions"])
+def converted(request, tmp_path_factory):
+    model = trained_model(request.param)
+    directory = tmp_path_factory.mktemp("ct2") / "model"
+    write_ctranslate2_model(model, SymbolProblem(), str(directory), info={"test": True})
+    sources, targets = reversal_examples(np.random.default_rng(1), 24)
+    return {"model": model, "dir": directory, "sources": sources, "targets": targets,
+            "translator": ctranslate2.Translator(str(directory), device="cpu")}
+
+
+def test_greedy_outputs_equal_ours_id_for_id(converted):
+    sources, length = converted["sources"], MAX_SYMBOLS + 4
+    ours = TransformerBeamSearch(converted["model"], beam_size=1, alpha=0.0)(
+        sources, np.full(len(sources), length)).best()
+    theirs = converted["translator"].translate_batch(
+        [tokens(row) for row in sources], beam_size=1, max_decoding_length=length)
+    expected = [[int(i) for i in row if i != 0] for row in ours]
+    # CTranslate2 leaves the EOS out of its hypotheses; ours keeps it.
+    assert [ids_of(result.hypotheses[0]) + [EOS_ID] for result in theirs] == expected
+    reversed_right = [row[:-1] == list(source[source > EOS_ID][::-1])
+                      for row, source in zip(expected, sources)]
+    # Trained, not degenerate: every output differs, and many are already right.
+    assert len(set(map(tuple, expected))) == len(expected)
+    assert sum(reversed_right) >= len(sources) // 3, "the model should be learning to reverse"
+
+
+def test_teacher_forced_log_probabilities_equal_ours(converted):
+    sources, targets = converted["sources"], converted["targets"]
+    logits = converted["model"]({"inputs": sources, "targets": targets}).numpy()
+    log_probs = logits - np.logaddexp.reduce(logits, axis=-1, keepdims=True)
+    theirs = converted["translator"].score_batch(
+        [tokens(row) for row in sources], [tokens(row)[:-1] for row in targets])
+    for row, result in enumerate(theirs):
+        length = np.count_nonzero(targets[row])
+        ours = log_probs[row, np.arange(length), targets[row, :length]]
+        assert result.tokens == tokens(targets[row])
+        np.testing.assert_allclose(result.log_probs, ours, atol=1e-4)
+
+
+def test_an_int8_conversion_decodes_nearly_the_same(converted, tmp_path):
+    write_ctranslate2_model(converted["model"], SymbolProblem(), str(tmp_path / "int8"),
+                            quantization="int8")
+    sources = [tokens(row) for row in converted["sources"]]
+    float32 = converted["translator"].translate_batch(sources, beam_size=1)
+    int8 = ctranslate2.Translator(str(tmp_path / "int8"), device="cpu").translate_batch(
+        sources, beam_size=1)
+    same = sum(a.hypotheses == b.hypotheses for a, b in zip(float32, int8))
+    assert same >= 0.75 * len(sources)
+
+
+def test_an_existing_folder_is_never_replaced(converted):
+    before = sorted(path.name for path in converted["dir"].iterdir())
+    with pytest.raises(CTranslate2ExportError, match="already exists"):
+        write_ctranslate2_model(converted["model"], SymbolProblem(), str(converted["dir"]))
+    assert sorted(path.name for path in converted["dir"].iterdir()) == before
+    assert not list(converted["dir"].parent.glob("*partial*"))
+
+
+def test_an_unknown_quantization_is_an_error_naming_the_choices(converted, tmp_path):
+    with pytest.raises(CTranslate2ExportError, match="int8"):
+        write_ctranslate2_model(converted["model"], SymbolProblem(), str(tmp_path / "x"),
+                                quantization="int4")
+    assert not (tmp_path / "x").exists()
