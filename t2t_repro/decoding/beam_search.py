@@ -34,6 +34,14 @@ from t2t_repro.special_ids import EOS_ID, PAD_ID
 NEG_INF = -1e9
 
 
+def reorder_rows(state, parent_beams):
+    """Beam search's default state reordering: every tensor's rows [batch·beam, ...] taken
+    from hypothesis `parent_beams` [batch, beam] of the same sentence."""
+    batch_size, beam = ops.shape(parent_beams)[0], ops.shape(parent_beams)[1]
+    rows = ops.reshape(parent_beams + ops.expand_dims(ops.arange(batch_size) * beam, 1), (-1,))
+    return keras.tree.map_structure(lambda tensor: ops.take(tensor, rows, axis=0), state)
+
+
 def length_penalty(length, alpha):
     """GNMT's ((5 + length) / 6)^α."""
     return ops.power((5.0 + ops.cast(length, "float32")) / 6.0, alpha)
@@ -66,7 +74,7 @@ class BeamSearch:
             [batch·beam, max_length + 1] holds a start id 0 then the tokens chosen so far, so
             `sequences[:, position]` is the decoder input at `position`; `logits` [batch·beam,
             vocab] predict the token at `position`. `state` is a nested structure of tensors
-            whose first axis is batch·beam (reordered by the search); `constants` are left
+            the search reorders as it keeps hypotheses (`reorder_state`); `constants` are left
             alone.
         beam_size: hypotheses kept per sentence; 1 is greedy search.
         alpha: length-penalty exponent α ≥ 0 (0: plain log-probability).
@@ -78,10 +86,14 @@ class BeamSearch:
         loop: "graph" runs every position inside one compiled `while_loop`; "host" calls the
             compiled step once per position from Python (the reference; needed when the
             step's shapes change from one position to the next).
+        reorder_state: `(state, parent_beams [batch, beam]) -> state`, the state once
+            hypothesis i of each sentence continues its hypothesis `parent_beams[b, i]`.
+            Default `reorder_rows`: a state of tensors with batch·beam rows, copied.
     """
 
     def __init__(self, step_fn, beam_size, alpha, eos_id=EOS_ID, force_max_length=False,
-                 variables=(), jit_compile=False, fixed_shapes=True, loop="host"):
+                 variables=(), jit_compile=False, fixed_shapes=True, loop="host",
+                 reorder_state=reorder_rows):
         if beam_size < 1:
             raise ValueError(f"beam_size must be at least 1, got {beam_size}.")
         if alpha < 0:
@@ -94,6 +106,7 @@ class BeamSearch:
         self.force_max_length = force_max_length
         self.loop = loop
         self.step_fn = step_fn
+        self.reorder_state = reorder_state
         if loop == "host":
             self._step = compile_for_backend(
                 functools.partial(self._search_step, step_fn), variables, jit_compile,
@@ -221,11 +234,7 @@ class BeamSearch:
 
         alive_log_probs, keep = ops.top_k(ops.where(ends, NEG_INF, top_log_probs), beam)
         alive_seq = ops.take_along_axis(top_seq, ops.expand_dims(keep, 2), axis=1)
-        source_beams = ops.take_along_axis(top_beams, keep, axis=1)
-        rows = ops.reshape(
-            source_beams + ops.expand_dims(ops.arange(batch_size) * beam, 1), (-1,)
-        )
-        state = keras.tree.map_structure(lambda tensor: ops.take(tensor, rows, axis=0), state)
+        state = self.reorder_state(state, ops.take_along_axis(top_beams, keep, axis=1))
 
         # A sentence already done takes no new finished hypotheses.
         newly_finished = ops.logical_and(ends, ops.expand_dims(~search["done"], 1))

@@ -5,7 +5,7 @@ import keras
 import numpy as np
 from keras import ops
 
-from t2t_repro.decoding.beam_search import BeamSearch
+from t2t_repro.decoding.beam_search import BeamSearch, reorder_rows
 from t2t_repro.special_ids import PAD_ID
 
 # Sources and caches are padded to a multiple of this many positions, so that a file of
@@ -50,11 +50,15 @@ class TransformerBeamSearch:
         self.beam_size = beam_size
         self.extra_length = extra_length
         self.use_cache = use_cache
-        step_fn = self._cached_step if use_cache else self._full_prefix_step
+        if use_cache:
+            step_fn, reorder_state = self._cached_step, model.reorder_decode_cache
+        else:
+            step_fn, reorder_state = self._full_prefix_step, reorder_rows
         self.search = BeamSearch(
             step_fn, beam_size, alpha, force_max_length=force_max_length,
             variables=model.variables, jit_compile=jit_compile and use_cache,
             fixed_shapes=use_cache, loop=loop if use_cache else "host",
+            reorder_state=reorder_state,
         )
 
     def max_lengths(self, inputs):
@@ -113,14 +117,11 @@ class TransformerBeamSearch:
     def _search_inputs(self, memory, memory_mask, sequence_length):
         """The step function's `(state, constants)` for the encoded batch, per beam."""
         if self.use_cache:
-            state = self.model.empty_self_attention_cache(
-                ops.shape(memory)[0] * self.beam_size, sequence_length, memory.dtype
-            )
-            # Projected once per sentence, then shared by its beams.
-            constants = (self.model.memory_key_values(memory), memory_mask)
-        else:
-            state, constants = (), (memory, memory_mask)
-        return state, self._per_beam(constants)
+            state = self.model.empty_decode_cache(ops.shape(memory)[0], sequence_length,
+                                                  self.beam_size, memory.dtype)
+            # Projected once per sentence, and read once per step by all its beams.
+            return state, (self.model.memory_key_values(memory), memory_mask)
+        return (), self._per_beam((memory, memory_mask))
 
     def _per_beam(self, tensors):
         """Each sentence's rows repeated beam_size times, as the search's rows are laid out."""
@@ -130,9 +131,10 @@ class TransformerBeamSearch:
 
     def _cached_step(self, sequences, position, cache, constants):
         memory_key_values, memory_mask = constants
-        return self.model.decode_step(
-            sequences[:, position], position, cache, memory_key_values, memory_mask
-        )
+        ids = ops.reshape(sequences[:, position], (-1, self.beam_size))
+        logits, cache = self.model.decode_step(ids, position, cache, memory_key_values,
+                                               memory_mask)
+        return ops.reshape(logits, (-1, ops.shape(logits)[-1])), cache
 
     def _full_prefix_step(self, sequences, position, state, constants):
         memory, memory_mask = constants

@@ -217,26 +217,36 @@ class TransformerDecoderLayer(_ResidualSublayers):
         x = self._feed_forward_block(x, training)
         return (x, scores) if return_attention_scores else x
 
-    def decode_step(self, x, position, self_cache, memory_key_value, memory_mask=None):
-        """One decoding position (inference): `call` for x [batch, 1, d] at `position`.
+    def decode_step(self, x, position, self_cache, memory_key_value, memory_mask=None,
+                    self_attention_mask=None):
+        """One decoding position (inference) for every hypothesis of every sentence: `call`
+        at `position` for x [batch, beam, d], the beam hypotheses of each sentence side by side.
 
-        Self-attention attends to `self_cache`, the keys and values of the earlier positions
-        ((keys, values), each [batch, heads, max_length, d_k or d_v], preallocated); this
-        position's key and value are written into it in place, so a step costs one position,
-        not the whole prefix. `memory_key_value` is `cross_attention.project_key_value(memory)`,
-        computed once per sentence.
+        Self-attention attends to `self_cache` ((keys, values), each [batch, heads, beam,
+        max_length, d_k or d_v], preallocated), the keys and values of earlier positions in
+        `beam` slots per sentence. This position's keys and values are written in place, each
+        hypothesis's into its own slot, so a step costs one position, not the whole prefix.
+        When beam search reorders hypotheses the cache is not copied: `self_attention_mask`
+        (boolean [batch, beam, beam·max_length]) says which slot holds each earlier position
+        of each hypothesis (see `Transformer.decode_step`); None means each hypothesis's own
+        slot (nothing was reordered). `memory_key_value` is
+        `cross_attention.project_key_value(memory)` [batch, heads, source, d], computed once
+        per sentence and shared by its hypotheses.
 
-        Returns (output [batch, 1, d], the updated cache).
+        Returns (output [batch, beam, d], the updated cache).
         """
         keys, values = self_cache
+        if self_attention_mask is None:
+            self_attention_mask = own_slot_mask(ops.shape(keys)[2], ops.shape(keys)[3], position)
 
         def self_attend(h):
             nonlocal keys, values
             key, value = self.self_attention.project_key_value(h)
-            keys = ops.slice_update(keys, (0, 0, position, 0), key)
-            values = ops.slice_update(values, (0, 0, position, 0), value)
-            filled = ops.arange(ops.shape(keys)[2]) <= position
-            return self.self_attention.attend_to_projected(h, keys, values, filled[None, None, :])
+            keys = ops.slice_update(keys, (0, 0, 0, position, 0), ops.expand_dims(key, 3))
+            values = ops.slice_update(values, (0, 0, 0, position, 0), ops.expand_dims(value, 3))
+            return self.self_attention.attend_to_projected(
+                h, _merge_slots(keys), _merge_slots(values), self_attention_mask
+            )
 
         def cross_attend(h):
             return self.cross_attention.attend_to_projected(
@@ -247,3 +257,18 @@ class TransformerDecoderLayer(_ResidualSublayers):
         x = self._residual(x, cross_attend, self.cross_attention_norm, training=False)
         x = self._feed_forward_block(x, training=False)
         return x, (keys, values)
+
+
+def _merge_slots(cache):
+    """[batch, heads, beam, length, d] -> [batch, heads, beam·length, d] (slot-major)."""
+    shape = ops.shape(cache)
+    return ops.reshape(cache, (shape[0], shape[1], shape[2] * shape[3], shape[4]))
+
+
+def own_slot_mask(beam_size, length, position):
+    """[1, beam, beam·length] boolean: hypothesis i reads positions 0..`position` of slot i."""
+    slots = ops.arange(beam_size)
+    same_slot = ops.expand_dims(slots, 1) == ops.expand_dims(slots, 0)
+    filled = ops.arange(length) <= position
+    mask = ops.logical_and(ops.expand_dims(same_slot, 2), filled)
+    return ops.reshape(mask, (1, beam_size, beam_size * length))

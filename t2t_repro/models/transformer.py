@@ -60,6 +60,19 @@ def _call_layer(layer, attention_scores, *args, **kwargs):
     return output
 
 
+def _slots_and_mask(slots, position):
+    """`slots` with each hypothesis's own slot at `position`, and the self-attention mask it
+    gives: [batch, beam, beam·length], True where slot j holds a position <= `position` of
+    hypothesis i's prefix."""
+    beam, length = ops.shape(slots)[1], ops.shape(slots)[2]
+    own = ops.reshape(ops.arange(beam, dtype="int32"), (1, -1, 1))
+    slots = ops.where(ops.arange(length) == position, own, slots)
+    holds = ops.expand_dims(slots, 2) == ops.reshape(ops.arange(beam, dtype="int32"),
+                                                     (1, 1, -1, 1))
+    mask = ops.logical_and(holds, ops.arange(length) <= position)
+    return slots, ops.reshape(mask, (ops.shape(slots)[0], beam, beam * length))
+
+
 @registry.models.register("transformer")
 @keras.saving.register_keras_serializable(package="t2t_repro")
 class Transformer(keras.Model):
@@ -267,45 +280,69 @@ class Transformer(keras.Model):
         computed once per sentence instead of once per output position."""
         return [layer.cross_attention.project_key_value(memory) for layer in self.decoder_layers]
 
-    def empty_self_attention_cache(self, batch_size, max_decode_length, dtype=None):
-        """Each decoder layer's (keys, values) [batch, heads, max_decode_length, d], all zero,
-        in `dtype` (default: the compute dtype, which the projected keys and values have);
-        `decode_step` fills one position per call."""
+    def empty_decode_cache(self, batch_size, max_decode_length, beam_size=1, dtype=None):
+        """The incremental decoder's state for `beam_size` hypotheses of `batch_size`
+        sentences, all zero: `{"keys_values": each decoder layer's (keys, values) [batch,
+        heads, beam, max_decode_length, d], "slots": int32 [batch, beam, max_decode_length]}`.
+
+        Keys and values are in `dtype` (default: the compute dtype, which the projected ones
+        have). `decode_step` writes hypothesis i's keys and values of a position into slot i;
+        `slots[b, i, p]` names the slot that holds position p of hypothesis i, so that beam
+        search reorders hypotheses by reordering `slots` alone (`reorder_decode_cache`)
+        instead of copying every layer's keys and values at every step.
+        """
         dtype = dtype or self.compute_dtype
-        cache = []
+        keys_values = []
         for layer in self.decoder_layers:
             attention = layer.self_attention
-            keys = ops.zeros((batch_size, attention.num_heads, max_decode_length,
-                              attention.key_dim), dtype)
-            values = ops.zeros((batch_size, attention.num_heads, max_decode_length,
-                                attention.value_dim), dtype)
-            cache.append((keys, values))
-        return cache
+            shape = (batch_size, attention.num_heads, beam_size, max_decode_length)
+            keys_values.append((ops.zeros((*shape, attention.key_dim), dtype),
+                                ops.zeros((*shape, attention.value_dim), dtype)))
+        slots = ops.zeros((batch_size, beam_size, max_decode_length), "int32")
+        return {"keys_values": keys_values, "slots": slots}
 
-    def decode_step(self, ids, position, self_attention_cache, memory_key_values, memory_mask):
-        """Incremental decoding: the decoder input ids [batch] at `position` -> (next-token
-        logits [batch, vocab], the cache with `position` filled).
+    @staticmethod
+    def reorder_decode_cache(cache, parent_beams):
+        """The cache after beam search keeps, as hypothesis i of each sentence, the extension
+        of its hypothesis `parent_beams[b, i]` ([batch, beam] int32): only `slots` moves."""
+        parents = ops.expand_dims(ops.cast(parent_beams, "int32"), 2)
+        return {"keys_values": cache["keys_values"],
+                "slots": ops.take_along_axis(cache["slots"], parents, axis=1)}
 
-        Equals `decode(...)[:, position]` over the whole prefix, at the cost of one position.
-        `position` may be a tensor, so it is not checked here: the caller keeps it below
-        `max_positions` (as `TransformerBeamSearch` does).
+    def decode_step(self, ids, position, cache, memory_key_values, memory_mask):
+        """Incremental decoding: the decoder input ids at `position` -> (next-token logits,
+        the cache with `position` filled).
+
+        `ids` is [batch, beam] (beam hypotheses per sentence, sharing their sentence's
+        `memory_key_values` and `memory_mask`) giving logits [batch, beam, vocab], or [batch]
+        (one hypothesis each) giving [batch, vocab]. `cache` comes from `empty_decode_cache`.
+        Equals `decode(...)[:, position]` over each hypothesis's whole prefix, at the cost of
+        one position. `position` may be a tensor, so it is not checked here: the caller keeps
+        it below `max_positions` (as `TransformerBeamSearch` does).
         """
+        one_per_sentence = len(ops.shape(ids)) == 1
+        ids = ops.expand_dims(ids, 1) if one_per_sentence else ids
+        batch, beam = ops.shape(ids)[0], ops.shape(ids)[1]
         x = self._embed(
-            ops.expand_dims(ids, 1),
+            ops.reshape(ids, (-1, 1)),
             self.target_embedding,
             self.decoder_position,
             self.decoder_input_dropout,
             training=False,
             start_index=position,
         )
-        updated_cache = []
+        x = ops.reshape(x, (batch, beam, self.hparams.hidden_size))
+        slots, self_mask = _slots_and_mask(cache["slots"], position)
+        keys_values = []
         for layer, layer_cache, memory_key_value in zip(
-            self.decoder_layers, self_attention_cache, memory_key_values
+            self.decoder_layers, cache["keys_values"], memory_key_values
         ):
             x, layer_cache = layer.decode_step(x, position, layer_cache, memory_key_value,
-                                               memory_mask)
-            updated_cache.append(layer_cache)
-        return self._logits(x)[:, 0], updated_cache
+                                               memory_mask, self_mask)
+            keys_values.append(layer_cache)
+        logits = self._logits(x)
+        logits = logits[:, 0] if one_per_sentence else logits
+        return logits, {"keys_values": keys_values, "slots": slots}
 
     def call(self, features, training=None):
         memory, memory_mask = self.encode(features["inputs"], training=training)

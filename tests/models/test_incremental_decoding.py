@@ -39,7 +39,7 @@ def _incremental_logits(model, inputs, decoder_inputs, cache_length=None):
     memory, memory_mask = model.encode(inputs, training=False)
     memory_key_values = model.memory_key_values(memory)
     batch, length = decoder_inputs.shape
-    cache = model.empty_self_attention_cache(batch, cache_length or length)
+    cache = model.empty_decode_cache(batch, cache_length or length)
     steps = []
     for position in range(length):
         logits, cache = model.decode_step(
@@ -140,7 +140,7 @@ def test_memory_is_projected_once_per_sentence_not_per_step(monkeypatch):
     memory_key_values = model.memory_key_values(memory)
     assert counts == {"encoder": 2, "cross_key": 3, "cross_value": 3}
 
-    cache = model.empty_self_attention_cache(2, 4)
+    cache = model.empty_decode_cache(2, 4)
     for position in range(4):
         _, cache = model.decode_step(
             ops.convert_to_tensor(TARGETS[:, position]), position, cache, memory_key_values,
@@ -155,7 +155,7 @@ def test_decode_step_uses_the_given_memory_key_values():
     model = _model()
     other_inputs = INPUTS[::-1].copy()
     memory, memory_mask = model.encode(other_inputs, training=False)
-    cache = model.empty_self_attention_cache(2, 3)
+    cache = model.empty_decode_cache(2, 3)
     logits, _ = model.decode_step(
         ops.zeros((2,), "int32"), 0, cache, model.memory_key_values(memory), memory_mask
     )
@@ -184,8 +184,8 @@ def test_decoder_layer_decode_step_equals_causal_call(normalize_first):
     )
 
     key_dim = hidden // heads
-    cache = (ops.zeros((2, heads, cache_length, key_dim)),
-             ops.zeros((2, heads, cache_length, key_dim)))
+    cache = (ops.zeros((2, heads, 1, cache_length, key_dim)),
+             ops.zeros((2, heads, 1, cache_length, key_dim)))
     memory_key_value = layer.cross_attention.project_key_value(memory)
     outputs = []
     for position in range(length):
@@ -199,7 +199,36 @@ def test_decoder_layer_decode_step_equals_causal_call(normalize_first):
     # Self-attention's input is x itself under post-norm, LayerNorm(x) under pre-norm.
     attended = layer.self_attention_norm(x) if normalize_first else x
     keys, values = layer.self_attention.project_key_value(attended)
-    cached_keys, cached_values = (ops.convert_to_numpy(tensor) for tensor in cache)
+    cached_keys, cached_values = (ops.convert_to_numpy(tensor)[:, :, 0] for tensor in cache)
     np.testing.assert_allclose(cached_keys[:, :, :length], keys, atol=TOLERANCE)
     np.testing.assert_allclose(cached_values[:, :, :length], values, atol=TOLERANCE)
     assert not cached_keys[:, :, length:].any() and not cached_values[:, :, length:].any()
+
+
+def test_reordered_hypotheses_read_their_own_prefixes_without_copying_the_cache():
+    """Beam layout: hypotheses reordered at random after every step (`reorder_decode_cache`
+    moves only `slots`) still get the full pass's logits over their own prefixes, and the
+    cached keys and values are never copied between slots."""
+    model = _model()
+    beam, length = 3, 5
+    rng = np.random.default_rng(4)
+    memory, memory_mask = model.encode(INPUTS, training=False)
+    memory_key_values = model.memory_key_values(memory)
+    cache = model.empty_decode_cache(len(INPUTS), length, beam_size=beam)
+    prefixes = np.zeros((len(INPUTS), beam, 1), np.int32)  # every hypothesis starts with id 0
+    for position in range(length):
+        logits, cache = model.decode_step(ops.convert_to_tensor(prefixes[:, :, -1]), position,
+                                          cache, memory_key_values, memory_mask)
+        for hypothesis in range(beam):
+            full = _full_logits(model, INPUTS, prefixes[:, hypothesis])[:, -1]
+            np.testing.assert_allclose(ops.convert_to_numpy(logits[:, hypothesis]), full,
+                                       atol=TOLERANCE, err_msg=f"position {position}")
+        written = [ops.convert_to_numpy(keys)[:, :, :, position] for keys, _ in
+                   cache["keys_values"]]
+        parents = rng.integers(0, beam, size=(len(INPUTS), beam)).astype(np.int32)
+        cache = model.reorder_decode_cache(cache, parents)
+        assert all(np.array_equal(ops.convert_to_numpy(keys)[:, :, :, position], before)
+                   for (keys, _), before in zip(cache["keys_values"], written))
+        chosen = np.take_along_axis(prefixes, parents[:, :, None], axis=1)
+        prefixes = np.concatenate([chosen, rng.integers(2, 10, size=(len(INPUTS), beam, 1))],
+                                  axis=2).astype(np.int32)

@@ -145,8 +145,9 @@ def test_cached_decoding_equals_the_full_forward_pass(policy):
     memory, memory_mask = model.encode(INPUTS, training=False)
     full = _np(model.decode(decoder_inputs, memory, memory_mask, training=False))
     memory_key_values = model.memory_key_values(memory)
-    cache = model.empty_self_attention_cache(len(INPUTS), 8)
-    assert all(_dtype(tensor) == COMPUTE_DTYPE[policy] for pair in cache for tensor in pair)
+    cache = model.empty_decode_cache(len(INPUTS), 8)
+    assert all(_dtype(tensor) == COMPUTE_DTYPE[policy]
+               for pair in cache["keys_values"] for tensor in pair)
     for position in range(decoder_inputs.shape[1]):
         logits, cache = model.decode_step(
             ops.convert_to_tensor(decoder_inputs[:, position]), position, cache,
