@@ -210,18 +210,23 @@ class BeamSearch:
         if self.force_max_length:
             never = ops.logical_or(never, ops.arange(vocab_size) == self.eos_id)
         logits = ops.where(never, NEG_INF, ops.cast(logits, "float32"))
-        log_probs = ops.reshape(
-            ops.log_softmax(logits, axis=-1), (batch_size, beam, vocab_size)
-        )
 
         # The 2·beam best continuations: at most `beam` of them end in EOS, so at least
         # `beam` stay alive. Beam 1 is greedy search: the argmax alone continues or ends.
-        candidates = ops.reshape(
-            ops.expand_dims(search["alive_log_probs"], 2) + log_probs, (batch_size, -1)
-        )
-        top_log_probs, top_indices = ops.top_k(candidates, 2 * beam if beam > 1 else 1)
-        top_beams = top_indices // vocab_size
-        top_ids = ops.cast(top_indices % vocab_size, "int32")
+        # They are among each hypothesis's own 2·beam best tokens, so the vocabulary-wide
+        # work is one top-k and one log-sum-exp per hypothesis; log-probabilities are
+        # computed for those few tokens only, never for the whole vocabulary.
+        width = 2 * beam if beam > 1 else 1
+        per_hypothesis = min(width, vocab_size)  # a tiny vocabulary may have fewer tokens
+        best_logits, best_ids = ops.top_k(logits, per_hypothesis)
+        best_log_probs = best_logits - ops.logsumexp(logits, axis=-1, keepdims=True)
+        candidates = ops.expand_dims(search["alive_log_probs"], 2) + ops.reshape(
+            best_log_probs, (batch_size, beam, per_hypothesis))
+        top_log_probs, top_indices = ops.top_k(ops.reshape(candidates, (batch_size, -1)), width)
+        top_beams = top_indices // per_hypothesis
+        top_ids = ops.take_along_axis(
+            ops.reshape(ops.cast(best_ids, "int32"), (batch_size, beam * per_hypothesis)),
+            top_indices, axis=1)
         top_seq = ops.take_along_axis(alive_seq, ops.expand_dims(top_beams, 2), axis=1)
         written = ops.arange(sequence_width) == position + 1
         top_seq = ops.where(written, ops.expand_dims(top_ids, 2), top_seq)
