@@ -1,4 +1,4 @@
-"""Runs a benchmark: `python -m t2t_repro.bench pipeline [--help]`."""
+"""Runs a benchmark: `python -m t2t_repro.bench decode|pipeline|serve|train [--help]`."""
 
 import sys
 
@@ -7,7 +7,7 @@ from t2t_repro import quiet_tensorflow
 quiet_tensorflow.import_tensorflow()  # before anything imports it: see the module
 
 BENCHMARKS = {"decode": "t2t_repro.bench.decode", "pipeline": "t2t_repro.bench.pipeline",
-              "serve": "t2t_repro.bench.serve"}
+              "serve": "t2t_repro.bench.serve", "train": "t2t_repro.bench.train"}
 
 
 def main(argv):

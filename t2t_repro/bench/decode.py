@@ -19,13 +19,15 @@ hypothesis's output tokens: a batch of 32 sentences forced to length n counts 32
 """
 
 import argparse
+import importlib.util
 import os
 import tempfile
 import time
 
 import numpy as np
 
-from t2t_repro.bench.pipeline import DEFAULT_DATA_ROOT, multi30k_tmp_dir
+from t2t_repro.bench.newstest import newstest2014, shared_vocabulary_problem
+from t2t_repro.bench.pipeline import DEFAULT_DATA_ROOT
 from t2t_repro.decoding.transformer_search import padded_length
 
 BATCH_SIZE = 32
@@ -95,9 +97,7 @@ def ctranslate2_decode(ct2_dir, tokens, batches):
 def peer_figures(model, problem, batches, work):
     """{"float32": (tokens, seconds), "int8": ...} of CTranslate2 on the same weights, or a
     string saying why there are none."""
-    try:
-        import ctranslate2  # noqa: F401 (only whether it imports)
-    except ImportError:
+    if importlib.util.find_spec("ctranslate2") is None:
         return "CTranslate2 is not installed: pip install -e '.[bench]'"
     from t2t_repro.serving.ctranslate2_model import vocabulary_tokens, write_ctranslate2_model
 
@@ -123,7 +123,6 @@ def main(argv):
     parser.add_argument("--skip_peer", action="store_true", help="do not run CTranslate2")
     args = parser.parse_args(argv)
 
-    from problems.translate_ende import TranslateEnde
     from t2t_repro.decoding.transformer_search import TransformerBeamSearch
     from t2t_repro.hparams import create_hparams
     from t2t_repro.training.loop import build_model
@@ -133,14 +132,8 @@ def main(argv):
                                      force_max_length=True, jit_compile=jit_compile, loop=loop)
 
     with tempfile.TemporaryDirectory() as work:
-        os.makedirs(os.path.join(work, "raw"))
-        problem = TranslateEnde(data_dir=os.path.join(work, "data"),
-                                data_hparams="vocab_size=37000,num_train_shards=1")
-        problem.generate_data(multi30k_tmp_dir(args.data_root, os.path.join(work, "raw")),
-                              download=False)
-        with open(os.path.join(args.data_root, "wmt14_ende", "newstest2014.en"),
-                  encoding="utf-8") as f:
-            sentences = [line.rstrip("\n") for line, _ in zip(f, range(args.sentences))]
+        problem = shared_vocabulary_problem(args.data_root, work)
+        sentences = newstest2014(args.data_root, "en", args.sentences)
         batches = forced_batches([problem.encode(sentence) for sentence in sentences])
         model = build_model("transformer", create_hparams("transformer_base"), problem)
         cached = timed_decode(search(True), batches)
