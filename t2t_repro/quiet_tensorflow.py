@@ -4,7 +4,8 @@ needs TensorFlow calls `import_tensorflow()` first.
 
 The lines come from C++ before Python's logging exists, and TF_CPP_MIN_LOG_LEVEL=2 does not stop
 them: absl prints every message (even INFO) until it is initialised, and the cuInit failure is
-an ERROR. Hiding CUDA devices (CUDA_VISIBLE_DEVICES=-1) does not avoid the cuInit call either.
+an ERROR; on CPUs where oneDNN is on by default (AVX-512 ones) an INFO line says so, twice.
+Hiding CUDA devices (CUDA_VISIBLE_DEVICES=-1) does not avoid the cuInit call either.
 So stderr (file descriptor 2, which C++ writes to) is captured while TensorFlow is imported and
 looks for devices, and afterwards every captured line is written back except these known ones.
 """
@@ -19,6 +20,8 @@ _ABSL_PREAMBLE = re.compile(
     r"^WARNING: All log messages before absl::InitializeLog\(\) is called are written to STDERR$"
 )
 _NO_CUDA_DRIVER = re.compile(r"^I\d{4} .*cudart_stub\.cc:\d+\] Could not find cuda drivers")
+# On CPUs where TensorFlow turns oneDNN on by default (AVX-512 ones), an INFO notice of that.
+_ONEDNN_ON = re.compile(r"^I\d{4} .*\] oneDNN custom operations are on\.")
 # Noise only when there is no CUDA driver at all; with one, a failed cuInit is a real error.
 _CUINIT_FAILED = re.compile(r"^E\d{4} .*\] failed call to cuInit: ")
 
@@ -31,7 +34,7 @@ def without_startup_noise(text):
     def noise(line):
         line = line.rstrip("\n")
         return bool(_ABSL_PREAMBLE.match(line) or _NO_CUDA_DRIVER.match(line)
-                    or (no_driver and _CUINIT_FAILED.match(line)))
+                    or _ONEDNN_ON.match(line) or (no_driver and _CUINIT_FAILED.match(line)))
 
     return "".join(line for line in lines if not noise(line))
 

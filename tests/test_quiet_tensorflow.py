@@ -13,6 +13,10 @@ NO_DRIVER = ("I0000 00:00:1795463644.549832    6210 cudart_stub.cc:31] Could not
              "drivers on your machine, GPU will not be used.\n")
 CUINIT = ("E0000 00:00:1795463647.300213    6210 cuda_platform.cc:52] failed call to cuInit: "
           "INTERNAL: CUDA error: Failed call to cuInit: UNKNOWN ERROR (303)\n")
+ONEDNN_ON = ("I0000 00:00:1795534826.301340   12327 port.cc:153] oneDNN custom operations are "
+             "on. You may see slightly different numerical results due to floating-point "
+             "round-off errors from different computation orders. To turn them off, set the "
+             "environment variable `TF_ENABLE_ONEDNN_OPTS=0`.\n")
 REAL_ERROR = "E0000 00:00:1795463647.300299    6210 some_kernel.cc:12] a real failure\n"
 
 
@@ -42,3 +46,7 @@ def test_a_failed_cuinit_shows_when_a_cuda_driver_is_installed():
     """Only with no driver at all is the failure expected; with one, it is a real problem."""
     assert without_startup_noise(ABSL_PREAMBLE + CUINIT + REAL_ERROR) == CUINIT + REAL_ERROR
     assert without_startup_noise(ABSL_PREAMBLE + NO_DRIVER + CUINIT) == ""
+
+
+def test_the_onednn_notice_of_avx512_machines_is_noise():
+    assert without_startup_noise(ONEDNN_ON + REAL_ERROR + ONEDNN_ON) == REAL_ERROR

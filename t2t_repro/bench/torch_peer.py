@@ -10,11 +10,13 @@ post-norm. Both add well under 1% of the work.
 """
 
 import math
+import os
 
 import numpy as np
 import torch
 
 from t2t_repro.layers.positional import sinusoidal_position_encoding
+from t2t_repro.models.flops import layer_counts
 
 
 class TiedTransformer(torch.nn.Module):
@@ -50,7 +52,9 @@ class TiedTransformer(torch.nn.Module):
 
 def training_step(hparams, vocab_size, inputs, targets, compile_model=False):
     """`(step, parameter count)`: `step()` runs one training step of a new TiedTransformer on
-    the batch (int arrays [batch, s] and [batch, t], 0-padded)."""
+    the batch (int arrays [batch, s] and [batch, t], 0-padded), on every core as TensorFlow
+    runs (PyTorch's default is the physical cores only)."""
+    torch.set_num_threads(os.cpu_count())
     torch.manual_seed(0)
     model = TiedTransformer(hparams, vocab_size)
     optimizer = torch.optim.Adam(
@@ -72,3 +76,11 @@ def training_step(hparams, vocab_size, inputs, targets, compile_model=False):
         return float(loss.detach())
 
     return step, sum(parameter.numel() for parameter in model.parameters())
+
+
+def parameters_beyond_ours(hparams):
+    """How many more parameters `TiedTransformer` has than this project's Transformer: the
+    biases of its attention's four projections, and the LayerNorm ending each stack."""
+    encoder_layers, decoder_layers = layer_counts(hparams)
+    attention_layers = encoder_layers + 2 * decoder_layers
+    return 4 * hparams.hidden_size * attention_layers + 2 * 2 * hparams.hidden_size

@@ -16,10 +16,12 @@ Each contender takes `--warmup` untimed steps (tracing, compiling), then the con
 turns, one timed step each, `--steps` rounds, so a change in machine speed hits all alike; a
 contender's figure is its median step. Reported: real target tokens per second, and model
 GFLOP/s: the step's matmul FLOPs counted from the batch's real lengths (`models.flops`, forward
-and backward) over the step's time.
+and backward) over the step's time. A check that both sides train the same model: their
+trainable parameter counts, which differ only by what PyTorch's layers add.
 """
 
 import argparse
+import importlib.util
 import statistics
 import tempfile
 import time
@@ -55,7 +57,8 @@ def median_batch(source_ids, target_ids, batch_tokens):
 
 
 def our_training_step(problem, hparams, inputs, targets, jit_compile):
-    """`(step, parameter count)`: `step()` runs one `TrainStep` update of a new model."""
+    """`(step, trainable parameter count)`: `step()` runs one `TrainStep` update of a new
+    model."""
     import tensorflow as tf
 
     from t2t_repro.training.loop import build_model, compile_for_training
@@ -71,7 +74,8 @@ def our_training_step(problem, hparams, inputs, targets, jit_compile):
         def __next__(self):
             return batch
 
-    return lambda: update(SameBatch()), model.count_params()
+    return lambda: update(SameBatch()), sum(int(np.prod(v.shape))
+                                            for v in model.trainable_variables)
 
 
 def contenders(problem, hparams, inputs, targets, skip_peer):
@@ -82,10 +86,10 @@ def contenders(problem, hparams, inputs, targets, skip_peer):
                  problem, hparams, inputs, targets, jit_compile=True)}
     if skip_peer:
         return steps, "peer skipped (--skip_peer)"
-    try:
-        from t2t_repro.bench import torch_peer
-    except ImportError:
+    if importlib.util.find_spec("torch") is None:
         return steps, "PyTorch is not installed: pip install -e '.[bench]'"
+    from t2t_repro.bench import torch_peer
+
     vocab = problem.target_vocab_size
     steps["PyTorch eager"] = torch_peer.training_step(hparams, vocab, inputs, targets)
     steps["torch.compile"] = torch_peer.training_step(hparams, vocab, inputs, targets,
@@ -135,19 +139,21 @@ def main(argv):
     tokens = int(np.count_nonzero(targets))
     flops = training_flops(hparams, problem.target_vocab_size).of_batch(
         np.count_nonzero(inputs, axis=1), np.count_nonzero(targets, axis=1))
-    print(report(steps, seconds, tokens, flops, inputs, targets, problem.target_vocab_size))
+    print(report(seconds, tokens, flops, inputs, targets, hparams, problem.target_vocab_size))
     if missing_peer:
         print(missing_peer)
     else:
+        print(parameter_check(steps, hparams))
         ratio = seconds["torch.compile"] / seconds["t2t_repro, as the trainer runs it"]
         verdict = "met" if ratio >= GOAL_TIMES_TORCH_COMPILE else "MISSED"
         print(f"goal: t2t_repro >= {GOAL_TIMES_TORCH_COMPILE}x torch.compile: {verdict} "
               f"({ratio:.2f}x)")
 
 
-def report(steps, seconds, tokens, flops, inputs, targets, vocab_size):
+def report(seconds, tokens, flops, inputs, targets, hparams, vocab_size):
     """The side-by-side table: every contender against torch.compile (when it ran)."""
     from t2t_repro.bench.report import format_table
+    from t2t_repro.models.flops import layer_counts
 
     peer = "torch.compile" if "torch.compile" in seconds else None
     rows = []
@@ -157,13 +163,28 @@ def report(steps, seconds, tokens, flops, inputs, targets, vocab_size):
                      tokens / seconds[peer] if compared else None))
     rows += [(f"{name}: model FLOP rate", flops / step_seconds / 1e9, "GFLOP/s", "", None)
              for name, step_seconds in seconds.items()]
-    parameters = ", ".join(f"{name} {count:,}" for name, (_, count) in steps.items())
-    title = (f"Training step (forward, label-smoothed loss, backward, Adam), transformer_base, "
+    encoder_layers, decoder_layers = layer_counts(hparams)
+    title = (f"Training step (forward, label-smoothed loss, backward, Adam), transformer_base "
+             f"(d_model {hparams.hidden_size}, {hparams.num_heads} heads, feed-forward "
+             f"{hparams.filter_size}, {encoder_layers}+{decoder_layers} layers), "
              f"vocab {vocab_size}: one newstest2014 batch of {len(inputs)} pairs, padded to "
              f"{inputs.shape[1]} x {targets.shape[1]} tokens, {tokens:,} real target tokens, "
-             f"{flops / 1e12:.2f} TFLOP per step (matmuls, real lengths); median step\n"
-             f"parameters: {parameters}")
+             f"{flops / 1e12:.2f} TFLOP per step (matmuls, real lengths); median step")
     return format_table(rows, title)
+
+
+def parameter_check(steps, hparams):
+    """A line comparing the trainable parameter counts: PyTorch's should exceed ours by exactly
+    its attention biases and end-of-stack LayerNorms (`torch_peer.parameters_beyond_ours`)."""
+    from t2t_repro.bench.torch_peer import parameters_beyond_ours
+
+    ours, theirs = steps["t2t_repro, as the trainer runs it"][1], steps["torch.compile"][1]
+    expected = parameters_beyond_ours(hparams)
+    verdict = "the same model otherwise" if theirs - ours == expected else (
+        f"UNEXPECTED: {expected:,} expected")
+    return (f"trainable parameters: t2t_repro {ours:,}, PyTorch {theirs:,}; PyTorch has "
+            f"{theirs - ours:+,}: biases on its attention projections (ours have none) and a "
+            f"LayerNorm ending each stack: {verdict}")
 
 
 if __name__ == "__main__":
