@@ -71,11 +71,10 @@ def transformer_spec(model, source_tokens, target_tokens, positions=DEFAULT_SINU
     spec = specs.TransformerSpec.from_config(
         (len(model.encoder_layers), len(model.decoder_layers)), hp.num_heads, pre_norm=pre_norm
     )
-    _set_stack_inputs(spec.encoder, model.input_embedding,
+    _set_stack_inputs(spec.encoder, spec.encoder.embeddings[0], model.input_embedding,
                       _position_table(model, model.encoder_position, positions))
-    _set_stack_inputs(spec.decoder, model.target_embedding,
+    _set_stack_inputs(spec.decoder, spec.decoder.embeddings, model.target_embedding,
                       _position_table(model, model.decoder_position, positions))
-    spec.encoder.embeddings[0].weight = _array(model.input_embedding.embeddings)
     for layer_spec, layer in zip(spec.encoder.layer, model.encoder_layers):
         _set_self_attention(layer_spec.self_attention, layer.self_attention,
                             layer.self_attention_norm)
@@ -113,11 +112,10 @@ def _position_table(model, position_layer, positions):
     return _array(sinusoidal_position_encoding(positions, model.hparams.hidden_size))
 
 
-def _set_stack_inputs(stack_spec, embedding, table):
+def _set_stack_inputs(stack_spec, embedding_spec, embedding, table):
+    embedding_spec.weight = _array(embedding.embeddings)
     stack_spec.scale_embeddings = True  # × √d_model, as SharedEmbedding
     stack_spec.position_encodings.encodings = table
-    if hasattr(stack_spec.embeddings, "weight"):  # the decoder's single embedding
-        stack_spec.embeddings.weight = _array(embedding.embeddings)
 
 
 def _set_linear(linear_spec, kernels, bias=None):
