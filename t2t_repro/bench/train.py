@@ -22,6 +22,7 @@ trainable parameter counts, which differ only by what PyTorch's layers add.
 
 import argparse
 import importlib.util
+import itertools
 import statistics
 import tempfile
 import time
@@ -67,15 +68,10 @@ def our_training_step(problem, hparams, inputs, targets, jit_compile):
     model = compile_for_training(build_model("transformer", hparams, problem), hparams)
     update = TrainStep(model, tf.distribute.get_strategy(), hparams.label_smoothing,
                        jit_compile=jit_compile)
-    batch = ({"inputs": tf.constant(inputs), "targets": tf.constant(targets)},
-             tf.constant(targets))
-
-    class SameBatch:
-        def __next__(self):
-            return batch
-
-    return lambda: update(SameBatch()), sum(int(np.prod(v.shape))
-                                            for v in model.trainable_variables)
+    same_batch = itertools.repeat(({"inputs": tf.constant(inputs),
+                                    "targets": tf.constant(targets)}, tf.constant(targets)))
+    return lambda: update(same_batch), sum(int(np.prod(v.shape))
+                                           for v in model.trainable_variables)
 
 
 def contenders(problem, hparams, inputs, targets, skip_peer):
