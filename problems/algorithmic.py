@@ -9,10 +9,9 @@ import collections
 import itertools
 
 import numpy as np
-import tensorflow as tf
 
-from t2t_repro.data.records import rows_as_tensors
 from t2t_repro.data.problem import EVAL, TRAIN, Problem, UnencodableInputError
+from t2t_repro.data.token_arrays import TokenArrays
 from t2t_repro.registry import problems
 from t2t_repro.special_ids import EOS_ID
 
@@ -31,6 +30,7 @@ class AlgorithmicProblem(Problem):
         super().__init__(data_dir, data_hparams)
         self.input_vocab_size = self.target_vocab_size = self.num_symbols + _RESERVED_IDS
         self._sequences = {}
+        self._token_arrays = {}
 
     def target_of(self, sequence):
         raise NotImplementedError
@@ -64,12 +64,23 @@ class AlgorithmicProblem(Problem):
         return collections.Counter(len(sequence) + 1 for sequence in self.sequences(mode))  # + EOS
 
     def examples(self, mode):
+        import tensorflow as tf
+
+        from t2t_repro.data.records import rows_as_tensors
+
         sequences = self.sequences(mode)
         inputs = _ragged_ids([self._ids(s) for s in sequences])
         targets = _ragged_ids([self._ids(self.target_of(s)) for s in sequences])
         return rows_as_tensors(
             tf.data.Dataset.from_tensor_slices({"inputs": inputs, "targets": targets})
         )
+
+    def token_arrays(self, mode):
+        """The same examples as `examples`, in the same order, held in memory."""
+        if mode not in self._token_arrays:
+            self._token_arrays[mode] = TokenArrays.from_pairs(
+                (self._ids(s), self._ids(self.target_of(s))) for s in self.sequences(mode))
+        return self._token_arrays[mode]
 
     def encode(self, text):
         """Space-separated symbols, e.g. "3 1 4", -> ids ending in EOS."""
@@ -101,6 +112,8 @@ class AlgorithmicProblem(Problem):
 def _ragged_ids(id_lists):
     """A ragged int32 tensor from lists of ids, built from flat values (tf.ragged.constant
     takes seconds on 100k short lists)."""
+    import tensorflow as tf
+
     flat = np.fromiter(itertools.chain.from_iterable(id_lists), dtype=np.int32)
     return tf.RaggedTensor.from_row_lengths(flat, [len(ids) for ids in id_lists])
 

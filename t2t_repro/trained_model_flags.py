@@ -42,7 +42,7 @@ def resolve_hparams():
 
 def load_model(problem, hparams):
     """`(checkpoint path, model with its weights)` for --model and --checkpoint_path."""
-    from t2t_repro.training.loop import load_trained_model
+    from t2t_repro.training.run import load_trained_model
 
     checkpoint = resolve_checkpoint()
     return checkpoint, load_trained_model(FLAGS.model, hparams, problem, checkpoint)

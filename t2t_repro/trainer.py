@@ -6,14 +6,17 @@
 
 Running the same command again resumes from the latest checkpoint in --output_dir, and so does
 `python -m t2t_repro.trainer --flagfile=<output_dir>/flags.txt`.
+
+With KERAS_BACKEND=jax it trains on JAX and imports no TensorFlow (`training.jax_run`).
 """
 
 import os
 import sys
 
-from t2t_repro import quiet_tensorflow
+from t2t_repro import backend, quiet_tensorflow
 
-quiet_tensorflow.import_tensorflow()  # before anything imports it: see the module
+if backend.is_tensorflow():
+    quiet_tensorflow.import_tensorflow()  # before anything imports it: see the module
 
 from absl import app, flags  # noqa: E402
 
@@ -21,7 +24,7 @@ from t2t_repro import model_flags, problem_flags, usr_dir  # noqa: E402
 from t2t_repro.atomic_files import write_text_atomically  # noqa: E402
 from t2t_repro.command_line import FlagAlias, apply_flag_aliases, exit_on_usage_errors  # noqa: E402
 from t2t_repro.model_flags import ConfigurationError  # noqa: E402
-from t2t_repro.training.strategy import STRATEGIES  # noqa: E402
+from t2t_repro.training.strategy_names import STRATEGIES, StrategyError  # noqa: E402
 
 FLAGS = flags.FLAGS
 
@@ -40,8 +43,11 @@ flags.DEFINE_integer("keep_checkpoint_max", 20, "How many of the newest checkpoi
 flags.DEFINE_integer("log_every", 100, "Steps between progress lines and train summaries.")
 flags.DEFINE_enum("strategy", "auto", STRATEGIES,
                   "auto (Mirrored over several GPUs, else one device), default (one device), "
-                  "mirrored (all local devices) or multi_worker (machines named by TF_CONFIG).")
-flags.DEFINE_bool("jit_compile", False, "Compile the train step with XLA.")
+                  "mirrored (all local devices) or multi_worker (machines named by TF_CONFIG). "
+                  "Under JAX: auto and mirrored train on all local devices (DataParallel), "
+                  "default on one; multi_worker is not supported.")
+flags.DEFINE_bool("jit_compile", False,
+                  "Compile the train step with XLA (under JAX it always is).")
 flags.DEFINE_float("peak_tflops", None,
                    "Peak TFLOPS of one device at the training dtype, for the model FLOPs "
                    "utilisation in progress lines (default: looked up for known GPUs; none on "
@@ -151,11 +157,34 @@ def check_flag_values():
             f"{averaged_from} and average again, or evaluate and decode from {output_dir}.")
 
 
+def tensorflow_training_run(problem, hparams, **settings):
+    from t2t_repro.training.loop import TrainingRun
+    from t2t_repro.training.strategy import create_strategy
+
+    return TrainingRun(problem, hparams, FLAGS.output_dir, create_strategy(FLAGS.strategy),
+                       jit_compile=FLAGS.jit_compile, **settings)
+
+
+def jax_training_run(problem, hparams, **settings):
+    import jax
+
+    from t2t_repro.training.jax_run import JaxTrainingRun
+
+    if FLAGS.strategy == "multi_worker":
+        raise StrategyError("--strategy=multi_worker is not supported under JAX: train on one "
+                            "machine's devices (--strategy=auto), or with KERAS_BACKEND="
+                            "tensorflow.")
+    if hparams.dtype_policy == "mixed_float16":
+        raise ConfigurationError("hparam dtype_policy=mixed_float16 needs loss scaling, which "
+                                 "training under JAX does not do; use dtype_policy="
+                                 "mixed_bfloat16 (or KERAS_BACKEND=tensorflow).")
+    devices = jax.local_devices()[:1] if FLAGS.strategy == "default" else None
+    return JaxTrainingRun(problem, hparams, FLAGS.output_dir, devices=devices,
+                          seed=FLAGS.random_seed, **settings)
+
+
 def run():
     import keras
-
-    from t2t_repro.training.loop import TrainingRun
-    from t2t_repro.training.strategy import create_strategy, is_chief
 
     problem = problem_flags.create_problem()
     hparams = model_flags.resolve_hparams(FLAGS.output_dir)
@@ -163,14 +192,12 @@ def run():
     if FLAGS.generate_data:
         problem.generate_data(FLAGS.tmp_dir, download=FLAGS.download)
     problem.check_data()  # before anything is written to --output_dir
-    strategy = create_strategy(FLAGS.strategy)
     if FLAGS.random_seed is not None:
         keras.utils.set_random_seed(FLAGS.random_seed)
-    run = TrainingRun(
+    create_run = tensorflow_training_run if backend.is_tensorflow() else jax_training_run
+    run = create_run(
         problem,
         hparams,
-        FLAGS.output_dir,
-        strategy,
         model_name=FLAGS.model,
         save_checkpoints_steps=FLAGS.save_checkpoints_steps,
         save_checkpoints_minutes=FLAGS.save_checkpoints_minutes,
@@ -178,11 +205,10 @@ def run():
         eval_every=FLAGS.eval_every,
         eval_steps=FLAGS.eval_steps,
         log_every=FLAGS.log_every,
-        jit_compile=FLAGS.jit_compile,
         decode_evaluation=decode_evaluation(problem),
         peak_tflops=FLAGS.peak_tflops,
     )
-    if is_chief(strategy):  # once the model is built: bad hparams leave nothing behind
+    if run.is_chief:  # once the model is built: bad hparams leave nothing behind
         save_run_config(hparams, FLAGS.output_dir)
     train_steps = FLAGS.train_steps or hparams.train_steps
     if FLAGS.schedule == "evaluate":
@@ -214,18 +240,26 @@ def main(argv):
     from t2t_repro.hparams import HParamsError
     from t2t_repro.registry import RegistryError
 
-    from t2t_repro.training import checkpoints, strategy
-    from t2t_repro.training.loop import NonFiniteLossError
+    from t2t_repro.training.run import NonFiniteLossError
 
     try:
         check_flag_values()
         run()
     except (ConfigurationError, RegistryError, HParamsError, NonFiniteLossError,
-            strategy.StrategyError, *problem_flags.data_errors()) as error:
+            StrategyError, *problem_flags.data_errors()) as error:
         sys.exit(f"error: {error}")
-    except strategy.worker_failure_errors() as error:
-        if FLAGS.strategy != "multi_worker":
-            raise
+    except Exception as error:
+        if FLAGS.strategy == "multi_worker":
+            exit_if_worker_failed(error)
+        raise
+
+
+def exit_if_worker_failed(error):
+    """Exits with a one-line account when `error` is a multi-worker collective's report of a
+    lost peer."""
+    from t2t_repro.training import checkpoints, strategy
+
+    if isinstance(error, strategy.worker_failure_errors()):
         sys.exit("error: " + strategy.describe_worker_failure(
             error, checkpoints.latest_checkpoint(FLAGS.output_dir)))
 

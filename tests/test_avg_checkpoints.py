@@ -13,7 +13,7 @@ from conftest import run_module
 from t2t_repro import hparams as hparams_lib
 from t2t_repro import registry
 from t2t_repro.training.checkpoints import CheckpointManager
-from t2t_repro.training.loop import build_model, compile_for_training
+from t2t_repro.training.run import build_model, compile_for_training
 
 TINY_RUN = [
     "--problem=algorithmic_reverse",

@@ -125,7 +125,7 @@ def main(argv):
 
     from t2t_repro.decoding.transformer_search import TransformerBeamSearch
     from t2t_repro.hparams import create_hparams
-    from t2t_repro.training.loop import build_model
+    from t2t_repro.training.run import build_model
 
     def search(use_cache, loop="graph", jit_compile=False):
         return TransformerBeamSearch(model, BEAM_SIZE, ALPHA, use_cache=use_cache,

@@ -4,22 +4,36 @@ and newstest2014 sentences."""
 import os
 
 from t2t_repro.bench.pipeline import multi30k_tmp_dir
+from t2t_repro.special_ids import EOS_ID
 
 VOCAB_SIZE = 37000
 
 
-def shared_vocabulary_problem(data_root, work_dir):
-    """translate_ende with a 37,000-piece BPE vocabulary trained on Multi30k + newstest2013
-    (the paper's size; its WMT training text is not in the shared data), generated under
-    `work_dir`."""
+def _translate_ende(data_root, work_dir):
     from problems.translate_ende import TranslateEnde
 
     raw_dir = os.path.join(work_dir, "raw")
     os.makedirs(raw_dir)
     problem = TranslateEnde(data_dir=os.path.join(work_dir, "data"),
                             data_hparams=f"vocab_size={VOCAB_SIZE},num_train_shards=1")
-    problem.generate_data(multi30k_tmp_dir(data_root, raw_dir), download=False)
+    return problem, multi30k_tmp_dir(data_root, raw_dir)
+
+
+def shared_vocabulary_problem(data_root, work_dir):
+    """translate_ende with a 37,000-piece BPE vocabulary trained on Multi30k + newstest2013
+    (the paper's size; its WMT training text is not in the shared data), generated under
+    `work_dir`."""
+    problem, tmp_dir = _translate_ende(data_root, work_dir)
+    problem.generate_data(tmp_dir, download=False)
     return problem
+
+
+def encode_with_shared_vocabulary(data_root, work_dir, lines):
+    """(`lines` as id lists ending in EOS, vocabulary size) with `shared_vocabulary_problem`'s
+    vocabulary, trained alone: no TFRecords, no TensorFlow."""
+    problem, tmp_dir = _translate_ende(data_root, work_dir)
+    vocabulary = problem.generate_vocabulary(tmp_dir, download=False)
+    return [ids + [EOS_ID] for ids in vocabulary.encode(lines)], vocabulary.vocab_size
 
 
 def newstest2014(data_root, language, count=None):

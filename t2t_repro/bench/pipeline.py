@@ -101,7 +101,7 @@ def training_rates(problem, hparams, steps, batch_size):
     import numpy as np
 
     from t2t_repro.hparams import HParams
-    from t2t_repro.training.loop import build_model, compile_for_training
+    from t2t_repro.training.run import build_model, compile_for_training
 
     train_hparams = HParams(**dict(hparams.values(), batch_size=batch_size))
     model = compile_for_training(build_model("transformer", train_hparams, problem), train_hparams)

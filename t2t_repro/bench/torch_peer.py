@@ -51,30 +51,39 @@ class TiedTransformer(torch.nn.Module):
         return hidden @ self.embedding.weight.t()
 
 
-def training_step(hparams, vocab_size, inputs, targets, compile_model=False):
+def training_step(hparams, vocab_size, inputs, targets, compile_model=False, device="cpu",
+                  bfloat16=False):
     """`(step, parameter count)`: `step()` runs one training step of a new TiedTransformer on
-    the batch (int arrays [batch, s] and [batch, t], 0-padded), on every core as TensorFlow
-    runs (PyTorch's default is the physical cores only)."""
-    torch.set_num_threads(os.cpu_count())
+    the batch (int arrays [batch, s] and [batch, t], 0-padded) on `device` (float32 matmuls
+    in TF32 where the GPU has it); on the CPU on
+    every core, as TensorFlow runs (PyTorch's default is the physical cores only). With
+    `bfloat16` the forward pass runs under bfloat16 autocast (weights and Adam stay float32,
+    as Keras's mixed_bfloat16)."""
+    if device == "cpu":
+        torch.set_num_threads(os.cpu_count())
+    else:  # float32 matmuls on TF32 tensor cores, as XLA and TensorFlow run them on GPUs
+        torch.set_float32_matmul_precision("high")
     torch.manual_seed(0)
-    model = TiedTransformer(hparams, vocab_size)
+    model = TiedTransformer(hparams, vocab_size).to(device)
     optimizer = torch.optim.Adam(
         model.parameters(), lr=1e-4, eps=hparams.optimizer_adam_epsilon,
         betas=(hparams.optimizer_adam_beta1, hparams.optimizer_adam_beta2))
     forward = torch.compile(model) if compile_model else model
-    inputs = torch.as_tensor(np.asarray(inputs), dtype=torch.long)
-    targets = torch.as_tensor(np.asarray(targets), dtype=torch.long)
+    inputs = torch.as_tensor(np.asarray(inputs), dtype=torch.long, device=device)
+    targets = torch.as_tensor(np.asarray(targets), dtype=torch.long, device=device)
     decoder_inputs = torch.nn.functional.pad(targets, (1, 0))[:, :-1]
+    autocast = torch.autocast(device, dtype=torch.bfloat16, enabled=bfloat16)
 
     def step():
         optimizer.zero_grad(set_to_none=True)
-        logits = forward(inputs, decoder_inputs)
+        with autocast:
+            logits = forward(inputs, decoder_inputs)
         loss = torch.nn.functional.cross_entropy(
-            logits.reshape(-1, vocab_size), targets.reshape(-1), ignore_index=0,
+            logits.float().reshape(-1, vocab_size), targets.reshape(-1), ignore_index=0,
             label_smoothing=hparams.label_smoothing)
         loss.backward()
         optimizer.step()
-        return float(loss.detach())
+        return float(loss.detach())  # waits for the device
 
     return step, sum(parameter.numel() for parameter in model.parameters())
 

@@ -62,7 +62,7 @@ def our_training_step(problem, hparams, inputs, targets, jit_compile):
     model."""
     import tensorflow as tf
 
-    from t2t_repro.training.loop import build_model, compile_for_training
+    from t2t_repro.training.run import build_model, compile_for_training
     from t2t_repro.training.train_step import TrainStep
 
     model = compile_for_training(build_model("transformer", hparams, problem), hparams)

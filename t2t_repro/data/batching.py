@@ -14,8 +14,9 @@ budget. This buckets by length as finely as the data allows, and leaves one part
 chunk. When training, the chunk's batches are then served in random order.
 """
 
-import numpy as np
 import tensorflow as tf
+
+from t2t_repro.data.packing import batch_splits
 
 FEATURES = ("inputs", "targets")
 
@@ -23,41 +24,6 @@ FEATURES = ("inputs", "targets")
 def example_lengths(chunk):
     """Per-example length of a chunk of ragged features: the longer of inputs and targets."""
     return tf.maximum(chunk["inputs"].row_lengths(), chunk["targets"].row_lengths())
-
-
-def pack_sorted_lengths(sorted_lengths, budget, rows_multiple=1):
-    """Cuts ascending lengths into consecutive batches of at most `budget` padded tokens.
-
-    Returns the batch boundaries as row splits: batch k holds positions
-    `splits[k]:splits[k + 1]`. Each batch's size is a multiple of `rows_multiple` except
-    possibly the last. Every length must be at most `budget // rows_multiple`.
-    """
-    sorted_lengths = np.asarray(sorted_lengths, dtype=np.int64)
-    splits = [0]
-    start, count = 0, len(sorted_lengths)
-    while start < count:
-        largest = min(count - start, budget // max(int(sorted_lengths[start]), 1))
-        # Padded size of the batch [start, start + n) is n × its last (longest) length;
-        # it grows with n, so the largest n within budget is found by binary search.
-        sizes = np.arange(1, largest + 1) * sorted_lengths[start : start + largest]
-        rows = max(1, int(np.searchsorted(sizes, budget, side="right")))
-        if rows >= rows_multiple:
-            rows -= rows % rows_multiple
-        start += rows
-        splits.append(start)
-    return np.asarray(splits, dtype=np.int64)
-
-
-def _batch_splits(lengths, budget, rows_multiple):
-    """Example order and batch splits of one chunk; a last batch short of `rows_multiple`
-    rows is filled up with index `len(lengths)`, which names an empty row."""
-    order = np.argsort(lengths, kind="stable").astype(np.int64)
-    splits = pack_sorted_lengths(lengths[order], budget, rows_multiple)
-    missing = -len(lengths) % rows_multiple
-    if missing:
-        order = np.concatenate([order, np.full(missing, len(lengths), np.int64)])
-        splits[-1] += missing
-    return order, splits
 
 
 def chunk_to_batches(chunk, budget, max_length, shuffle, seed=None, rows_multiple=1):
@@ -78,7 +44,7 @@ def chunk_to_batches(chunk, budget, max_length, shuffle, seed=None, rows_multipl
         chunk = {name: tf.gather(chunk[name], permutation) for name in FEATURES}
         lengths = tf.gather(lengths, permutation)
     order, splits = tf.numpy_function(
-        lambda lengths: _batch_splits(lengths, budget, rows_multiple), [lengths],
+        lambda lengths: batch_splits(lengths, budget, rows_multiple), [lengths],
         (tf.int64, tf.int64), stateful=False,
     )
     order.set_shape([None])

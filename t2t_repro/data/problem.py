@@ -1,8 +1,6 @@
 """The Problem base class: what a registered task provides to the trainer and decoder."""
 
-import tensorflow as tf
-
-from t2t_repro.data import batching
+from t2t_repro.data.packing import CHUNK_SIZE
 from t2t_repro.hparams import HParams
 
 
@@ -21,8 +19,6 @@ TRAIN = "train"
 EVAL = "eval"
 MODES = (TRAIN, EVAL)
 
-# Examples per chunk of the batching pipeline (see `batching`); training shuffles within it.
-CHUNK_SIZE = 16384
 # Batches held for shuffling after length batching, so consecutive steps differ in length.
 _BATCH_SHUFFLE_BUFFER = 64
 # Eval batches come out of a chunk sorted by length; they are put in a fixed pseudo-random
@@ -72,6 +68,23 @@ class Problem:
 
     def examples(self, mode):
         raise NotImplementedError
+
+    def token_arrays(self, mode):
+        """The mode's examples as `TokenArrays` (`data.token_arrays`), for input pipelines
+        without TensorFlow."""
+        raise NotImplementedError(f"{self.name} has no token arrays (Problem.token_arrays), so "
+                                  f"it cannot be trained without TensorFlow.")
+
+    def first_examples(self, mode, count):
+        """`[(input_ids, target_ids)]` of the mode's first `count` examples (-1: all), NumPy
+        arrays ending in EOS; from the token arrays where the problem has them."""
+        try:
+            arrays = self.token_arrays(mode)
+        except (NotImplementedError, ProblemDataError):
+            examples = self.examples(mode).take(count).as_numpy_iterator()
+            return [(example["inputs"], example["targets"]) for example in examples]
+        count = len(arrays) if count < 0 else min(count, len(arrays))
+        return [(arrays[i]["inputs"], arrays[i]["targets"]) for i in range(count)]
 
     def example_chunks(self, mode, repeat=False, shuffle=False, seed=None, shard=(0, 1)):
         """The mode's examples as ragged chunks of `CHUNK_SIZE` (the batching pipeline's input).
@@ -147,8 +160,11 @@ class Problem:
         are one input pipeline's (one worker's): its own part of the examples, no example read
         by two pipelines in a pass, batched to one replica's share of the token budget.
         """
-        if mode not in MODES:
-            raise ValueError(f"mode must be one of {MODES}, got '{mode}'.")
+        import tensorflow as tf
+
+        from t2t_repro.data import batching
+
+        _check_mode(mode)
         training = mode == TRAIN
         shuffle = training if shuffle is None else shuffle
         repeat = training if repeat is None else repeat
@@ -170,3 +186,22 @@ class Problem:
                                       reshuffle_each_iteration=False)
         batches = batches.map(lambda features: (features, features["targets"]))
         return batches.prefetch(tf.data.AUTOTUNE)
+
+    def array_batches(self, mode, hparams, seed=None, num_devices=1, fixed_shapes=True):
+        """The batches of `dataset`, from the token arrays in NumPy (`data.array_batches`):
+        `(features, targets)` of at most `hparams.batch_size` tokens over all `num_devices`,
+        examples longer than `hparams.max_length` dropped; training shuffled and repeated
+        forever, eval read once. With `fixed_shapes`, padded to a few bucket shapes for
+        jitted steps."""
+        from t2t_repro.data.array_batches import ArrayBatches
+
+        _check_mode(mode)
+        training = mode == TRAIN
+        return ArrayBatches(self.token_arrays(mode), hparams.batch_size, hparams.max_length,
+                            shuffle=training, repeat=training, seed=seed,
+                            rows_multiple=num_devices, fixed_shapes=fixed_shapes)
+
+
+def _check_mode(mode):
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, got '{mode}'.")

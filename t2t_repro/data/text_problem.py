@@ -8,7 +8,12 @@ as complete, so running datagen again does nothing. The files in `data_dir`:
     <name>.spm.model / <name>.spm.vocab      the sentencepiece model, and its pieces for people
     <name>-train-00000-of-00100.tfrecord ... training examples, shuffled across and within shards
     <name>-eval-00000-of-00001.tfrecord      eval examples, in corpus order
+    <name>-train.ids.npy, .offsets.npy       the same examples as token arrays, in corpus order,
+    <name>-eval.ids.npy, .offsets.npy        for reading without TensorFlow (`token_arrays`)
     <name>.datagen.json                      data hparams, counts, length histograms, sources
+
+Data generated before the token arrays existed gets them from its TFRecords when datagen runs
+again.
 
 A `_rev` variant reads the same files with inputs and targets swapped.
 """
@@ -19,8 +24,9 @@ import json
 import os
 import time
 
-from t2t_repro.data import records
-from t2t_repro.data.problem import CHUNK_SIZE, EVAL, MODES, TRAIN, Problem, ProblemDataError
+from t2t_repro.data import token_arrays
+from t2t_repro.data.packing import CHUNK_SIZE
+from t2t_repro.data.problem import EVAL, MODES, TRAIN, Problem, ProblemDataError
 from t2t_repro.data.raw_text import MissingRawDataError, RawDataError, reservoir_sample
 from t2t_repro.data.vocabulary import SubwordVocabulary, train_vocabulary
 from t2t_repro.hparams import HParams
@@ -95,6 +101,8 @@ class TextPairProblem(Problem):
         return self._path(".spm.model")
 
     def shard_paths(self, mode):
+        from t2t_repro.data import records
+
         shards = self.metadata()["splits"][mode]["shards"]
         return records.shard_paths(self._path(f"-{mode}"), shards)
 
@@ -170,7 +178,22 @@ class TextPairProblem(Problem):
         return dataset
 
     def examples(self, mode):
+        from t2t_repro.data import records
+
         return self._oriented(records.read_shards(self.shard_paths(mode)))
+
+    def token_arrays(self, mode):
+        self.metadata()
+        prefix = self._path(f"-{mode}")
+        if not token_arrays.exist(prefix):
+            raise ProblemDataError(
+                f"{self.data_dir} has no token arrays of {self.data_name} ({prefix}.ids.npy), "
+                f"which training without TensorFlow reads; its data was generated before they "
+                f"existed. Run `python -m t2t_repro.datagen --problem={self.name} "
+                f"--data_dir={self.data_dir}` once where TensorFlow is installed: it writes "
+                f"them from the TFRecords.")
+        arrays = token_arrays.TokenArrays.load(prefix)
+        return arrays.swapped() if self.reverse else arrays
 
     def example_chunks(self, mode, repeat=False, shuffle=False, seed=None, shard=(0, 1)):
         """Split over input pipelines by shard file: pipeline i of n reads files i, i + n, ..."""
@@ -181,6 +204,8 @@ class TextPairProblem(Problem):
                 f"{self.data_name} has {len(paths)} {mode} shard file(s), fewer than the "
                 f"{count} input pipelines (workers) reading them; generate the data again with "
                 f"--data_hparams=num_train_shards={count} or more.")
+        from t2t_repro.data import records
+
         chunks = records.read_chunks(
             paths[index::count], CHUNK_SIZE, shuffle_files=shuffle, repeat=repeat, seed=seed
         )
@@ -192,11 +217,12 @@ class TextPairProblem(Problem):
         """Raw text in `tmp_dir` (or downloaded) -> vocabulary and TFRecords in `data_dir`, once."""
         if os.path.exists(self.metadata_path):
             self.metadata()
-            print(f"{self.data_name}: data already generated in {self.data_dir}; nothing to do.")
+            if not self._write_missing_token_arrays():
+                print(f"{self.data_name}: data already generated in {self.data_dir}; nothing "
+                      f"to do.")
             return
         started = time.time()
         sources = self._find_raw_pairs(tmp_dir, download)
-        os.makedirs(self.data_dir, exist_ok=True)
         vocabulary = self._generate_vocabulary(sources[TRAIN])
         vocab_seconds = time.time() - started
         print(f"{self.data_name}: {vocabulary.vocab_size}-piece BPE vocabulary "
@@ -218,6 +244,20 @@ class TextPairProblem(Problem):
         self._metadata, self._vocabulary = metadata, vocabulary
         print(f"{self.data_name}: data generated in {metadata['seconds']['total']:.1f} s.")
 
+    def _write_missing_token_arrays(self):
+        """Writes the token arrays of splits generated without them, from their TFRecords;
+        returns whether there were any."""
+        from t2t_repro.data import records
+
+        missing = [mode for mode in MODES if not token_arrays.exist(self._path(f"-{mode}"))]
+        for mode in missing:
+            examples = records.read_shards(self.shard_paths(mode)).as_numpy_iterator()
+            with token_arrays.TokenArrayWriter(self._path(f"-{mode}")) as arrays:
+                for example in examples:
+                    arrays.add(example["inputs"], example["targets"])
+            print(f"{self.data_name} {mode}: token arrays written from the TFRecords.")
+        return bool(missing)
+
     def _find_raw_pairs(self, tmp_dir, download):
         """Every split's sources, found before any work. Problems with the files in `tmp_dir`
         are reported for all splits at once, before anything is downloaded."""
@@ -236,7 +276,13 @@ class TextPairProblem(Problem):
             sources[mode] = self.raw_pairs(mode, tmp_dir, download=True)
         return sources
 
+    def generate_vocabulary(self, tmp_dir=None, download=True):
+        """Only the vocabulary datagen would train (TensorFlow-free): for measuring with the
+        problem's vocabulary where its TFRecords are not needed."""
+        return self._generate_vocabulary(self._find_raw_pairs(tmp_dir, download)[TRAIN])
+
     def _generate_vocabulary(self, train_pairs):
+        os.makedirs(self.data_dir, exist_ok=True)
         sample = reservoir_sample(train_pairs, self.data_hparams.vocab_sample_pairs, _SAMPLE_SEED)
         sentences = [text for pair in sample for text in pair]
         vocabulary = train_vocabulary(sentences, self.data_hparams.vocab_size,
@@ -247,12 +293,15 @@ class TextPairProblem(Problem):
 
     def _write_split(self, mode, pairs, vocabulary, num_shards, shuffle):
         """Encodes `pairs` into the mode's shards; returns the split's metadata."""
+        from t2t_repro.data import records
+
         lengths = collections.Counter()
-        examples = _encoded_examples(pairs, vocabulary, lengths)
-        records.write_shards(
-            examples, self._path(f"-{mode}"), num_shards,
-            shuffle_seed=_SHUFFLE_SEED if shuffle else None,
-        )
+        with token_arrays.TokenArrayWriter(self._path(f"-{mode}")) as arrays:
+            records.write_shards(
+                _also_written_to(arrays, _encoded_examples(pairs, vocabulary, lengths)),
+                self._path(f"-{mode}"), num_shards,
+                shuffle_seed=_SHUFFLE_SEED if shuffle else None,
+            )
         count = sum(lengths.values())
         if not count:
             raise ProblemDataError(f"{self.name}: the {mode} split has no examples.")
@@ -278,6 +327,13 @@ def _encoded_examples(pairs, vocabulary, lengths):
             target_ids.append(EOS_ID)
             lengths[max(len(input_ids), len(target_ids))] += 1
             yield input_ids, target_ids
+
+
+def _also_written_to(writer, examples):
+    """`examples`, each also added to the `TokenArrayWriter`."""
+    for inputs, targets in examples:
+        writer.add(inputs, targets)
+        yield inputs, targets
 
 
 def _write_json_atomically(value, path):

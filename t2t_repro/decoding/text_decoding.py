@@ -79,8 +79,7 @@ class DecodeEvaluation:
 
         self.problem = problem
         self.decode_hparams = decode_hparams
-        examples = problem.examples(EVAL).take(num_examples).as_numpy_iterator()
-        pairs = [(example["inputs"], example["targets"]) for example in examples]
+        pairs = problem.first_examples(EVAL, num_examples)
         self.input_ids = [inputs for inputs, _ in pairs]
         self.input_texts = [problem.decode(inputs) for inputs, _ in pairs]
         self.target_texts = [problem.decode(targets) for _, targets in pairs]

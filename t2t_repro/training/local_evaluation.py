@@ -1,31 +1,37 @@
-"""Eval loss and token metrics computed by one worker alone, over the whole eval set.
+"""Eval loss and token metrics computed by one process alone, over the whole eval set.
 
 Keras's `evaluate` does not run under MultiWorkerMirroredStrategy (it fails converting the
 per-replica feature dicts), and sharding the eval set over workers would leave them with
 unequal batch counts, so that the last collective would wait forever. Under that strategy each
 worker therefore evaluates the whole eval set on its own first device, with no collectives, and
-all of them get the same figures; the chief writes them.
+all of them get the same figures; the chief writes them. Training under JAX evaluates with it
+too: the batch sums are compiled for the backend in use (`decoding.compiled`).
 """
 
-import tensorflow as tf
+import itertools
 
+import numpy as np
+from keras import ops
+
+from t2t_repro.decoding.compiled import compile_for_backend
 from t2t_repro.training.losses import smoothed_loss_and_nll
-from t2t_repro.training.train_step import token_sums
+from t2t_repro.training.update_stats import token_sums
 
 
-def evaluate_locally(model, dataset, smoothing, steps=0):
+def evaluate_locally(model, batches, smoothing, steps=0):
     """`{"loss", "accuracy", "neg_log_perplexity"}`: means over all non-padding target tokens
-    of `dataset`'s `(features, targets)` batches (its first `steps` batches, if `steps`)."""
+    of the `(features, targets)` batches (the first `steps` of them, if `steps`)."""
 
-    @tf.function(reduce_retracing=True)
     def batch_sums(features, targets):
         logits = model(features, training=False)
         losses, nll = smoothed_loss_and_nll(targets, logits, smoothing)
-        return tf.stack(token_sums(targets, logits, losses, nll))
+        return ops.stack(token_sums(targets, logits, losses, nll))
 
+    compiled_sums = compile_for_backend(batch_sums, model.variables)
     if steps:
-        dataset = dataset.take(steps)
+        batches = itertools.islice(batches, steps)
     loss, nll, correct, tokens = sum(
-        batch_sums(features, targets).numpy() for features, targets in dataset)
+        ops.convert_to_numpy(compiled_sums(features, targets)).astype(np.float64)
+        for features, targets in batches)
     tokens = max(float(tokens), 1.0)
     return {"loss": loss / tokens, "accuracy": correct / tokens, "neg_log_perplexity": -nll / tokens}

@@ -8,11 +8,15 @@ from keras import ops
 from t2t_repro.special_ids import PAD_ID
 
 
-def _log_probs_and_nll(labels, logits):
-    log_probs = ops.log_softmax(ops.cast(logits, "float32"), axis=-1)
-    labels = ops.cast(labels, "int32")
-    nll = -ops.squeeze(ops.take_along_axis(log_probs, ops.expand_dims(labels, -1), axis=-1), -1)
-    return log_probs, nll
+def _log_normalizer_and_nll(labels, logits):
+    """log Σ_v exp(z_v) per token, and the true token's negative log-probability, without
+    materialising the log-probabilities over the vocabulary (one pass fewer over the largest
+    tensor of a training step)."""
+    logits = ops.cast(logits, "float32")
+    log_normalizer = ops.logsumexp(logits, axis=-1)
+    labels = ops.expand_dims(ops.cast(labels, "int32"), -1)
+    true_logits = ops.squeeze(ops.take_along_axis(logits, labels, axis=-1), -1)
+    return logits, log_normalizer, log_normalizer - true_logits
 
 
 def smoothed_target_entropy(vocab_size, smoothing):
@@ -44,13 +48,17 @@ def label_smoothed_cross_entropy(labels, logits, smoothing):
 
 
 def smoothed_loss_and_nll(labels, logits, smoothing):
-    """`(label_smoothed_cross_entropy, nll)` per token from one log-softmax over the
-    vocabulary: the training step reports the unsmoothed nll beside the loss it optimizes."""
-    log_probs, nll = _log_probs_and_nll(labels, logits)
+    """`(label_smoothed_cross_entropy, nll)` per token from the logits' log-normalizer, their
+    sum and the true token's logit: the training step reports the unsmoothed nll beside the
+    loss it optimizes."""
+    logits, log_normalizer, nll = _log_normalizer_and_nll(labels, logits)
     if not smoothing:
         return nll, nll
     vocab_size = int(ops.shape(logits)[-1])  # static: the model's vocabulary
-    other_tokens_nll = -ops.sum(log_probs, axis=-1) - nll
+    # Σ_{v≠y} -log p_v = (V - 1)·log Σ exp(z) - (Σ_v z_v - z_y), and z_y = log Σ exp(z) - nll.
+    true_logits = log_normalizer - nll
+    other_tokens_nll = ((vocab_size - 1) * log_normalizer
+                        - (ops.sum(logits, axis=-1) - true_logits))
     cross_entropy = (1.0 - smoothing) * nll + smoothing / (vocab_size - 1) * other_tokens_nll
     return cross_entropy - smoothed_target_entropy(vocab_size, smoothing), nll
 
@@ -144,7 +152,7 @@ class NegLogPerplexity(TokenMean):
         super().__init__(name=name, **kwargs)
 
     def per_token(self, y_true, y_pred):
-        return -_log_probs_and_nll(y_true, y_pred)[1]
+        return -_log_normalizer_and_nll(y_true, y_pred)[2]
 
 
 @keras.saving.register_keras_serializable(package="t2t_repro")

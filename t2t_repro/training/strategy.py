@@ -7,16 +7,12 @@ import re
 
 import tensorflow as tf
 
-STRATEGIES = ("auto", "default", "mirrored", "multi_worker")
+from t2t_repro.training.strategy_names import STRATEGIES, StrategyError
 # A collective that waits longer than this for a peer fails instead of hanging: long enough
 # for a first step's compilation or an evaluation on the other workers.
 COLLECTIVE_TIMEOUT_SECONDS = 30 * 60
 _TF_CONFIG_EXAMPLE = ('{"cluster": {"worker": ["host1:12345", "host2:12345"]}, '
                       '"task": {"type": "worker", "index": 0}}')
-
-
-class StrategyError(ValueError):
-    """The strategy cannot be built as asked; the message says why and how to fix it."""
 
 
 def create_strategy(name="auto"):

@@ -1,10 +1,17 @@
-"""TensorBoard scalars and the console progress line."""
+"""TensorBoard scalars and the console progress line.
+
+Event files are written with TensorBoard's own protos and record framing, not `tf.summary`,
+so that training under JAX writes the same files without TensorFlow.
+"""
 
 import math
+import os
+import socket
 import time
 
 import keras
-import tensorflow as tf
+from tensorboard.compat.proto import event_pb2, summary_pb2
+from tensorboard.summary.writer.record_writer import RecordWriter
 
 from t2t_repro.training.peak_flops import model_flops_utilization
 
@@ -17,16 +24,29 @@ _REPORTED_METRICS = {
 
 
 class ScalarWriter:
-    """Writes named scalars at a step into one TensorBoard event directory."""
+    """Writes named scalars at a step into a new event file in `logdir` (created if need be),
+    `events.out.tfevents.<time>.<host>.<pid>.<n>`, as TensorFlow names them."""
+
+    _files_opened = 0
 
     def __init__(self, logdir):
-        self._writer = tf.summary.create_file_writer(logdir)
+        os.makedirs(logdir, exist_ok=True)
+        ScalarWriter._files_opened += 1
+        name = (f"events.out.tfevents.{int(time.time()):010d}.{socket.gethostname()}."
+                f"{os.getpid()}.{ScalarWriter._files_opened}")
+        self._file = open(os.path.join(logdir, name), "ab")
+        self._records = RecordWriter(self._file)
+        self._write(event_pb2.Event(wall_time=time.time(), file_version="brain.Event:2"))
 
     def write(self, scalars, step):
-        with self._writer.as_default(step=step):
-            for name, value in scalars.items():
-                tf.summary.scalar(name, value)
-        self._writer.flush()
+        values = [summary_pb2.Summary.Value(tag=name, simple_value=float(value))
+                  for name, value in scalars.items()]
+        self._write(event_pb2.Event(wall_time=time.time(), step=step,
+                                    summary=summary_pb2.Summary(value=values)))
+
+    def _write(self, event):
+        self._records.write(event.SerializeToString())
+        self._file.flush()
 
 
 class NoWriter:

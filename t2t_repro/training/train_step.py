@@ -15,63 +15,12 @@ micro-batches: the trainer only saves after `TrainStep.__call__` returns.
 TensorFlow only (tf.distribute); the model code it calls is backend-agnostic.
 """
 
-from typing import NamedTuple
-
 import keras
 import numpy as np
 import tensorflow as tf
 
 from t2t_repro.training.losses import smoothed_loss_and_nll, token_mask
-
-
-class UpdateStats(NamedTuple):
-    """Sums over one update's global batch, as Python numbers.
-
-    loss_sum: label-smoothed loss summed over the target tokens (divide by target_tokens for
-        the update's loss). nll_sum: unsmoothed negative log-likelihood summed likewise.
-        correct: target tokens whose argmax prediction is right. target_tokens: non-padding
-        target tokens. source_tokens: non-padding source tokens (0 if the inputs are not a
-        features dict with "inputs"). source_squares, target_squares, source_target_products:
-        Σ s², Σ t², Σ s·t over the sentence pairs' real lengths (s, t), with which a model's
-        FLOPs, quadratic in the lengths, add up over the batch. finite: False when the loss
-        or a gradient was NaN or infinite (see `TrainStep`).
-    """
-
-    loss_sum: float
-    nll_sum: float
-    correct: float
-    target_tokens: float
-    source_tokens: float
-    source_squares: float
-    target_squares: float
-    source_target_products: float
-    finite: bool
-
-
-_STAT_FIELDS = 8  # the float fields of UpdateStats, in order
-
-
-def _length_moments(features, target_mask):
-    """[Σ s, Σ s², Σ t², Σ s·t] over rows, from the real source lengths s and target lengths t
-    (s = 0 when the inputs are not a features dict with "inputs")."""
-    target_lengths = tf.reduce_sum(target_mask, axis=-1)
-    if isinstance(features, dict) and "inputs" in features:
-        source_lengths = tf.reduce_sum(tf.cast(tf.not_equal(features["inputs"], 0), tf.float32),
-                                       axis=-1)
-    else:
-        source_lengths = tf.zeros_like(target_lengths)
-    return [tf.reduce_sum(source_lengths), tf.reduce_sum(source_lengths ** 2),
-            tf.reduce_sum(target_lengths ** 2), tf.reduce_sum(source_lengths * target_lengths)]
-
-
-def token_sums(targets, logits, losses, nll):
-    """[loss sum, nll sum, correct predictions, tokens] over the non-padding target tokens,
-    from the per-token `losses` and `nll` of `smoothed_loss_and_nll`."""
-    mask = token_mask(targets)
-    predicted = tf.cast(tf.argmax(logits, axis=-1), targets.dtype)
-    correct = tf.cast(tf.equal(predicted, targets), tf.float32)
-    return [tf.reduce_sum(losses * mask), tf.reduce_sum(nll * mask),
-            tf.reduce_sum(correct * mask), tf.reduce_sum(mask)]
+from t2t_repro.training.update_stats import STAT_FIELDS, UpdateStats, batch_stats
 
 
 def _all_finite(tensors):
@@ -132,12 +81,12 @@ class TrainStep:
     def __call__(self, iterator):
         micro_batches = [next(iterator) for _ in range(self.accumulation_steps)]
         global_tokens = self._count(micro_batches)
-        sums = np.zeros(_STAT_FIELDS)
+        sums = np.zeros(STAT_FIELDS)
         for batch in micro_batches[:-1]:
             sums += self._accumulate(batch, global_tokens).numpy()
         stats, finite = self._apply(micro_batches[-1], global_tokens)
         sums += stats.numpy()
-        return UpdateStats(*(float(value) for value in sums), finite=bool(finite.numpy()))
+        return UpdateStats.from_sums(sums, finite.numpy())
 
     def _count_global_tokens(self, micro_batches):
         def local_count(*batches):
@@ -157,8 +106,7 @@ class TrainStep:
             if self.loss_scaling:
                 loss = self.model.optimizer.scale_loss(loss)
         gradients = tape.gradient(loss, self._variables)
-        stats = tf.stack([*token_sums(targets, logits, losses, nll),
-                          *_length_moments(features, mask)])
+        stats = batch_stats(features, targets, logits, losses, nll)
         return gradients, stats
 
     def _accumulate_on_replica(self, batch, global_tokens):

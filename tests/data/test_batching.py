@@ -1,12 +1,15 @@
 """Token-budget batching: greedy packing of sorted lengths, hand cases, full passes of real data."""
 
 import collections
+import itertools
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from t2t_repro.data.batching import batch_by_token_budget, pack_sorted_lengths
+from hand_cases import HAND_BATCHES, HAND_CHUNK
+from t2t_repro.data.batching import batch_by_token_budget
+from t2t_repro.data.packing import pack_sorted_lengths
 from t2t_repro.data.problem import EVAL, TRAIN
 from t2t_repro.hparams import create_hparams
 from t2t_repro.special_ids import EOS_ID, PAD_ID
@@ -77,24 +80,6 @@ def chunks_dataset(*chunks):
     for chunk in chunks[1:]:
         dataset = dataset.concatenate(tf.data.Dataset.from_tensors(chunk_of(chunk)))
     return dataset
-
-
-# Lengths (longer side): 4, 3, 7 (over max_length 6: dropped), 2, 4, 6.
-HAND_CHUNK = [
-    ([5, 1], [6, 6, 6, 1]),
-    ([7, 7, 1], [8, 1]),
-    ([9] * 6 + [1], [1]),
-    ([4, 1], [4, 1]),
-    ([3, 3, 3, 1], [2, 2, 1]),
-    ([5, 5, 5, 5, 5, 1], [1]),
-]
-# Sorted: 2 (ex 3), 3 (ex 1), 4 (ex 0), 4 (ex 4), 6 (ex 5). Budget 8: 2 × 3 = 6 fits, 3 × 4 = 12
-# does not; 2 × 4 = 8 fits, 3 × 6 does not; 6 alone. Each side is padded to its own longest row.
-HAND_BATCHES = [
-    ([[4, 1, 0], [7, 7, 1]], [[4, 1], [8, 1]]),
-    ([[5, 1, 0, 0], [3, 3, 3, 1]], [[6, 6, 6, 1], [2, 2, 1, 0]]),
-    ([[5, 5, 5, 5, 5, 1]], [[1]]),
-]
 
 
 def batches_as_lists(dataset):
@@ -358,3 +343,78 @@ def test_training_order_is_set_by_the_seed(problem, hparams, full_pass):
     first_batches = {tuple(sorted(map(split_row, targets))) for _, targets in first}
     other_batches = {tuple(sorted(map(split_row, targets))) for _, targets in other}
     assert first_batches != other_batches
+
+
+# --- the TensorFlow-free pipeline on the same data ----------------------------------------------
+
+@pytest.mark.parametrize("mode", [TRAIN, EVAL])
+def test_token_arrays_hold_the_examples_of_the_tfrecords(problem, reference_examples, mode):
+    """Datagen wrote each example into both: the same examples, eval in the same order
+    (training shards are shuffled, the arrays keep corpus order)."""
+    arrays = problem.token_arrays(mode)
+    stored = [(tuple(arrays[i]["inputs"]), tuple(arrays[i]["targets"]))
+              for i in range(len(arrays))]
+    if mode == EVAL:
+        assert stored == reference_examples(mode)
+    else:
+        assert sorted(stored) == sorted(reference_examples(mode))
+
+
+def test_array_eval_batches_are_the_tf_pipelines_batches(problem, hparams, full_pass):
+    """Same examples, filter and packing: the NumPy pipeline's eval pass holds exactly the
+    tf.data pipeline's batches, padded alike (the two mix their order differently)."""
+    def as_bytes(batches):
+        return sorted((inputs.tobytes(), inputs.shape, targets.tobytes(), targets.shape)
+                      for inputs, targets in batches)
+
+    array_pass = [(features["inputs"], targets) for features, targets in
+                  problem.array_batches(EVAL, hparams, fixed_shapes=False)]
+    assert as_bytes(array_pass) == as_bytes(full_pass(EVAL))
+
+
+def test_an_array_training_epoch_in_bucket_shapes_holds_each_kept_example_once(
+        problem, hparams, reference_examples):
+    from t2t_repro.data.array_batches import bucket_boundaries
+
+    batches = problem.array_batches(TRAIN, hparams, seed=TRAIN_SEED, num_devices=2)
+    plan = batches.epoch_plan(0)
+    served = itertools.islice(batches, len(plan))
+    examples = []
+    for (features, targets), indices in zip(served, plan):
+        rows, width = targets.shape
+        assert features["inputs"].shape == (rows, width)
+        assert width in bucket_boundaries(MAX_LENGTH) and rows == BUDGET // width - (
+            BUDGET // width) % 2
+        real_rows = targets.any(axis=1)  # the others are filler, all padding
+        assert real_rows.sum() == (indices >= 0).sum() and not features["inputs"][~real_rows].any()
+        examples += pass_examples([(features["inputs"][real_rows], targets[real_rows])])
+    kept = [example for example in reference_examples(TRAIN)
+            if max(map(len, example)) <= MAX_LENGTH]
+    assert sorted(examples) == sorted(kept)
+
+
+def test_data_generated_before_token_arrays_gets_them_from_datagen(ende_data_dir, tmp_path):
+    """Without arrays, reading them is a one-line error naming the datagen command; running
+    datagen again writes them from the TFRecords, equal to those written at generation."""
+    import shutil
+
+    from problems.translate_ende import TranslateEnde
+    from t2t_repro.data.problem import ProblemDataError
+
+    data_dir = shutil.copytree(ende_data_dir, tmp_path / "data")
+    for path in data_dir.glob("*.npy"):
+        path.unlink()
+    old = TranslateEnde(data_dir=str(data_dir))
+    with pytest.raises(ProblemDataError, match="python -m t2t_repro.datagen --problem="
+                                               "translate_ende --data_dir="):
+        old.token_arrays(EVAL)
+    old.generate_data()
+
+    def examples(arrays):
+        return [(tuple(arrays[i]["inputs"]), tuple(arrays[i]["targets"]))
+                for i in range(len(arrays))]
+
+    for mode in (TRAIN, EVAL):  # training examples come back in the shards' shuffled order
+        written = examples(old.token_arrays(mode))
+        original = examples(TranslateEnde(data_dir=str(ende_data_dir)).token_arrays(mode))
+        assert written == original if mode == EVAL else sorted(written) == sorted(original)

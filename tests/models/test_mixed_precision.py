@@ -14,7 +14,7 @@ from keras import ops
 from t2t_repro.decoding.transformer_search import TransformerBeamSearch
 from t2t_repro.hparams import create_hparams
 from t2t_repro.models.transformer import Transformer, shift_right
-from t2t_repro.training.loop import compile_for_training
+from t2t_repro.training.run import compile_for_training
 
 # Attention over a single key (the first position) is legitimate here.
 pytestmark = pytest.mark.filterwarnings("ignore:You are using a softmax over axis -1")

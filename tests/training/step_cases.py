@@ -51,7 +51,7 @@ def new_model(hparams, seed=1, dtype_policy="float32"):
     """transformer_tiny compiled for training (its optimizer built), the same weights for
     the same seed."""
     from t2t_repro.models.transformer import Transformer
-    from t2t_repro.training.loop import compile_for_training
+    from t2t_repro.training.run import compile_for_training
 
     keras.utils.set_random_seed(seed)
     model = Transformer(hparams, VOCAB, VOCAB, dtype=dtype_policy).build_weights()

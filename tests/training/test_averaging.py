@@ -11,7 +11,7 @@ import pytest
 from t2t_repro import registry
 from t2t_repro.hparams import create_hparams
 from t2t_repro.training.averaging import CheckpointLayoutError, average_checkpoints
-from t2t_repro.training.loop import compile_for_training
+from t2t_repro.training.run import compile_for_training
 
 VOCAB_SIZE = 12
 

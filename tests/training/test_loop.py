@@ -13,7 +13,8 @@ from t2t_repro import registry
 from t2t_repro.data.problem import EVAL, TRAIN
 from t2t_repro.hparams import create_hparams
 from t2t_repro.training import checkpoints, summaries
-from t2t_repro.training.loop import TrainingRun, compile_for_training
+from t2t_repro.training.loop import TrainingRun
+from t2t_repro.training.run import compile_for_training
 from t2t_repro.training.local_evaluation import evaluate_locally
 from t2t_repro.training.train_step import TrainStep
 
@@ -341,7 +342,7 @@ def test_a_nan_update_stops_training_and_keeps_the_last_good_checkpoint(reverse_
     """Weights poisoned after step 4 (checkpointed every 2 steps): step 5's loss is NaN, and
     training stops naming step 5 and ckpt-4, which stays the newest checkpoint and loads
     finite weights; no NaN checkpoint is written, not even the final one."""
-    from t2t_repro.training.loop import NonFiniteLossError
+    from t2t_repro.training.run import NonFiniteLossError
 
     hparams = create_hparams("transformer_tiny", MECHANICS_HPARAMS)
     run = new_run(reverse_problem, hparams, tmp_path, seed=5, lines=[],

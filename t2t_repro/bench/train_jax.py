@@ -1,0 +1,191 @@
+"""Training-step speed under JAX, beside PyTorch on the same device: `bench train --backend=jax`.
+
+    KERAS_BACKEND=jax python -m t2t_repro.bench train --backend=jax [--batch_tokens 25000]
+        [--hparams_sets transformer_base,transformer_big] [--dtypes float32,mixed_bfloat16]
+        [--steps 10] [--warmup 3] [--peak_tflops P] [--torch_eager] [--skip_peer]
+        [--decode_sentences 500]
+
+Needs jax, keras, numpy and sentencepiece (no TensorFlow). In one run, on JAX's default device
+(a GPU when there is one):
+  1. the batch: newstest2014 pairs encoded with the 37,000-piece shared vocabulary (trained
+     here, as `bench train` does), sorted by length and cut into batches of at most
+     `--batch_tokens` padded target tokens; the batch holding the median pair. 25,000 is the
+     paper's batch (§5.1, ~25k target tokens per step over 8 GPUs).
+  2. for every hparams set and dtype policy: the trainer's JAX step (`JaxTrainStep`: forward,
+     label-smoothed loss, backward, Adam, as one jitted update) and the peer, PyTorch's
+     `nn.Transformer` with the same sizes, loss and optimizer (`torch_peer`), under
+     `torch.compile` (eager with `--torch_eager`), bfloat16 through autocast where ours is
+     mixed_bfloat16. Each takes `--warmup` untimed steps, then they take turns, one timed step
+     each, `--steps` rounds; a figure is the median step.
+  3. optionally (`--decode_sentences`) beam-search decoding speed of transformer_base with
+     random weights under JAX: `bench decode`'s protocol (beam 4, batches of 32, forced
+     lengths), our decoder only.
+Reported: real target tokens per second, model TFLOP/s (matmul FLOPs of the batch's real
+lengths, forward and backward, `models.flops`) and model FLOPs utilisation against the
+device's dense peak at that dtype (`peak_flops`: TF32 for float32, which XLA uses on such
+GPUs; `--peak_tflops` replaces it for every dtype).
+"""
+
+import argparse
+import gc
+import importlib.util
+import itertools
+import tempfile
+import time
+
+import numpy as np
+
+from t2t_repro.bench.newstest import encode_with_shared_vocabulary, newstest2014
+from t2t_repro.bench.pipeline import DEFAULT_DATA_ROOT
+from t2t_repro.bench.train import median_batch, median_step_seconds
+
+GOALS_MFU = {"transformer_base": 0.45, "transformer_big": 0.50}
+
+
+def our_jax_step(hparams, vocab_size, inputs, targets):
+    """`(step, trainable parameter count)`: `step()` runs one `JaxTrainStep` update of a new
+    model under `hparams.dtype_policy`."""
+    from t2t_repro.training.jax_train_step import JaxTrainStep
+    from t2t_repro.training.run import compile_for_training
+    from t2t_repro.models.transformer import Transformer
+
+    model = Transformer(hparams, vocab_size, vocab_size, dtype=hparams.dtype_policy)
+    model = compile_for_training(model.build_weights(), hparams)
+    update = JaxTrainStep(model, hparams.label_smoothing)
+    same_batch = itertools.repeat(({"inputs": inputs, "targets": targets}, targets))
+    return lambda: update(same_batch), model.count_params()
+
+
+def peak_of(dtype_policy, peak_tflops):
+    """(device name, peak TFLOPS of JAX's default device at the policy's dtype or None)."""
+    import jax
+
+    from t2t_repro.training.jax_run import peak_tflops_of
+
+    device = jax.devices()[0]
+    return device.device_kind, peak_tflops or peak_tflops_of(device, dtype_policy)
+
+
+def main(argv):
+    parser = argparse.ArgumentParser(prog="python -m t2t_repro.bench train --backend=jax",
+                                     description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data_root", default=DEFAULT_DATA_ROOT)
+    parser.add_argument("--batch_tokens", type=int, default=25000,
+                        help="padded target tokens per batch (the paper's: ~25,000)")
+    parser.add_argument("--hparams_sets", default="transformer_base,transformer_big")
+    parser.add_argument("--dtypes", default="float32,mixed_bfloat16",
+                        help="dtype policies: float32, mixed_bfloat16")
+    parser.add_argument("--hparams", default="",
+                        help="overrides of every hparams set, e.g. layer_prepostprocess_dropout=0")
+    parser.add_argument("--steps", type=int, default=10, help="timed steps per contender")
+    parser.add_argument("--warmup", type=int, default=3, help="untimed steps per contender")
+    parser.add_argument("--peak_tflops", type=float, default=None,
+                        help="one device's peak TFLOPS (default: looked up by its name)")
+    parser.add_argument("--torch_eager", action="store_true",
+                        help="the peer runs eagerly instead of under torch.compile")
+    parser.add_argument("--skip_peer", action="store_true", help="do not run PyTorch")
+    parser.add_argument("--decode_sentences", type=int, default=0,
+                        help="also decode this many newstest2014 sentences (0: none)")
+    args = parser.parse_args(argv)
+
+    from t2t_repro.hparams import create_hparams
+    from t2t_repro.models.flops import training_flops
+
+    with tempfile.TemporaryDirectory() as work:
+        started = time.perf_counter()
+        sources = newstest2014(args.data_root, "en")
+        encoded, vocab_size = encode_with_shared_vocabulary(
+            args.data_root, work, sources + newstest2014(args.data_root, "de"))
+    print(f"vocabulary ({vocab_size} pieces) trained and newstest2014 encoded in "
+          f"{time.perf_counter() - started:.0f} s")
+    inputs, targets = median_batch(encoded[: len(sources)], encoded[len(sources):],
+                                   args.batch_tokens)
+    tokens = int(np.count_nonzero(targets))
+    peer = None if args.skip_peer else _torch_peer(args.torch_eager)
+    rows = []
+    for set_name in args.hparams_sets.split(","):
+        for dtype in args.dtypes.split(","):
+            hparams = create_hparams(set_name, ",".join(
+                filter(None, [f"dtype_policy={dtype}", args.hparams])))
+            steps = {"t2t_repro (JAX)": our_jax_step(hparams, vocab_size, inputs, targets)}
+            if peer:
+                steps[peer[0]] = peer[1](hparams, vocab_size, inputs, targets)
+            seconds = median_step_seconds(steps, args.warmup, args.steps)
+            flops = training_flops(hparams, vocab_size).of_batch(
+                np.count_nonzero(inputs, axis=1), np.count_nonzero(targets, axis=1))
+            device, peak = peak_of(dtype, args.peak_tflops)
+            rows += _rows(set_name, dtype, seconds, tokens, flops, peak, peer)
+            del steps
+            _free_device_memory()
+    if args.decode_sentences:
+        rows.append(_decode_row(args.data_root, args.decode_sentences, vocab_size, encoded))
+    from t2t_repro.bench.report import format_table
+
+    title = (f"Training step under JAX on {device} (forward, label-smoothed loss, backward, "
+             f"Adam), vocab {vocab_size}: one newstest2014 batch of {len(inputs)} pairs, padded "
+             f"to {inputs.shape[1]} x {targets.shape[1]} tokens, {tokens:,} real target tokens; "
+             f"median step of {args.steps}; MFU against {device}'s dense peak at the dtype")
+    print(format_table(rows, title))
+    if peer is None:
+        print("peer: " + ("skipped (--skip_peer)" if args.skip_peer else
+                          "PyTorch is not installed: pip install -e '.[bench]'"))
+
+
+def _torch_peer(eager):
+    """(name, step factory) of the PyTorch peer on the device JAX uses, or None without
+    PyTorch."""
+    if importlib.util.find_spec("torch") is None:
+        return None
+    import jax
+
+    from t2t_repro.bench import torch_peer
+
+    device = "cuda" if jax.default_backend() == "gpu" else "cpu"
+    name = f"PyTorch {'eager' if eager else 'torch.compile'} ({device})"
+
+    def factory(hparams, vocab_size, inputs, targets):
+        return torch_peer.training_step(
+            hparams, vocab_size, inputs, targets, compile_model=not eager, device=device,
+            bfloat16=hparams.dtype_policy == "mixed_bfloat16")
+
+    return name, factory
+
+
+def _free_device_memory():
+    """Lets the next contenders have the memory of the last ones (JAX and PyTorch share it)."""
+    gc.collect()
+    if importlib.util.find_spec("torch") is not None:
+        import torch
+
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+
+
+def _rows(set_name, dtype, seconds, tokens, flops, peak, peer):
+    ours = seconds["t2t_repro (JAX)"]
+    label = f"{set_name} {dtype}"
+    rows = [(f"{label}: t2t_repro (JAX)", tokens / ours, "tok/s", peer[0] if peer else "",
+             tokens / seconds[peer[0]] if peer else None)]
+    rows.append((f"{label}: t2t_repro model TFLOP/s", flops / ours / 1e12, "TFLOP/s",
+                 "PyTorch" if peer else "", flops / seconds[peer[0]] / 1e12 if peer else None))
+    if peak:
+        goal = GOALS_MFU.get(set_name)
+        rows.append((f"{label}: t2t_repro MFU (peak {peak:g} TFLOP/s)",
+                     100 * flops / ours / (peak * 1e12), "%", "goal" if goal else "",
+                     100 * goal if goal else None))
+    return rows
+
+
+def _decode_row(data_root, count, vocab_size, encoded):
+    """Our beam search's output tokens/s on `bench decode`'s protocol, random weights."""
+    from t2t_repro.bench.decode import ALPHA, BEAM_SIZE, forced_batches, timed_decode
+    from t2t_repro.decoding.transformer_search import TransformerBeamSearch
+    from t2t_repro.hparams import create_hparams
+    from t2t_repro.models.transformer import Transformer
+
+    model = Transformer(create_hparams("transformer_base"), vocab_size, vocab_size)
+    search = TransformerBeamSearch(model.build_weights(), BEAM_SIZE, ALPHA,
+                                   force_max_length=True)
+    decoded_tokens, seconds, _ = timed_decode(search, forced_batches(encoded[:count]))
+    return (f"transformer_base float32: beam-search decoding, {count} newstest2014 sentences",
+            decoded_tokens / seconds, "tok/s", "", None)

@@ -1,0 +1,121 @@
+"""One optimizer update under JAX: the loss, accumulation, clipping and finite check of the
+TensorFlow `TrainStep`, as jitted pure functions of the model's variables.
+
+The loss of an update is the mean label-smoothed cross-entropy over all non-padding target
+tokens of its global batch (all micro-batches, all devices). The token count comes from the
+host's NumPy batches before the step; inside the jitted step the batch is one array (sharded
+over devices under `keras.distribution.DataParallel`), so sums over it are already global and
+XLA inserts the gradient all-reduce.
+
+State lives in the Keras variables between calls: each call reads their values, runs the
+jitted update with those buffers donated, and assigns the results back (as Keras's own JAX
+trainer does), so checkpoints, evaluation and decoding see the trained weights.
+"""
+
+import jax
+import jax.numpy as jnp
+import keras
+import numpy as np
+
+from t2t_repro.training.losses import smoothed_loss_and_nll, token_mask
+from t2t_repro.training.update_stats import UpdateStats, batch_stats
+
+
+class JaxTrainStep:
+    """Takes one optimizer update per call, pulling `accumulation_steps` micro-batches
+    `(features, targets)` of NumPy arrays from an iterator.
+
+    Args:
+        model: a compiled, built Keras model (its optimizer built too).
+        smoothing: label smoothing ε of the loss.
+        accumulation_steps: micro-batches per update (k ≥ 1); their gradients are summed
+            before the one update, so k batches equal one batch of their union.
+        clip_norm: clip the update's gradient to this global norm (0: no clipping).
+        place_batch: puts a batch's arrays on the devices (e.g. sharded over them); default:
+            left to JAX.
+
+    Returns (from a call): `UpdateStats` of the update. `finite` is False when the loss or a
+    gradient was not finite: the update has then been applied with non-finite values, and the
+    caller must stop without saving the weights.
+    """
+
+    def __init__(self, model, smoothing, accumulation_steps=1, clip_norm=0.0,
+                 place_batch=None):
+        if accumulation_steps < 1:
+            raise ValueError(f"accumulation_steps must be at least 1, got {accumulation_steps}.")
+        if isinstance(model.optimizer, keras.optimizers.LossScaleOptimizer):
+            raise ValueError("dtype_policy=mixed_float16 needs loss scaling, which training "
+                             "under JAX does not do; use dtype_policy=mixed_bfloat16.")
+        self.model = model
+        self.smoothing = smoothing
+        self.accumulation_steps = accumulation_steps
+        self.clip_norm = clip_norm
+        self.place_batch = place_batch or (lambda batch: batch)
+        self._gradients = jax.value_and_grad(self._loss, has_aux=True)
+        self._accumulate = jax.jit(self._accumulate_micro_batch, donate_argnums=(1, 2))
+        self._update = jax.jit(self._apply_update, donate_argnums=(0, 1, 2))
+
+    def __call__(self, iterator):
+        micro_batches = [next(iterator) for _ in range(self.accumulation_steps)]
+        global_tokens = np.float32(sum(np.count_nonzero(targets)
+                                       for _, targets in micro_batches))
+        micro_batches = [self.place_batch(batch) for batch in micro_batches]
+        model, optimizer = self.model, self.model.optimizer
+        trainable = [v.value for v in model.trainable_variables]
+        non_trainable = [v.value for v in model.non_trainable_variables]
+        gradient_sum, sums = None, []
+        for batch in micro_batches[:-1]:
+            gradient_sum, non_trainable, stats = self._accumulate(
+                trainable, non_trainable, gradient_sum, batch, global_tokens)
+            sums.append(stats)
+        optimizer_state = [v.value for v in optimizer.variables]
+        trainable, non_trainable, optimizer_state, stats, finite = self._update(
+            trainable, non_trainable, optimizer_state, gradient_sum, micro_batches[-1],
+            global_tokens)
+        sums.append(stats)
+        for variables, values in ((model.trainable_variables, trainable),
+                                  (model.non_trainable_variables, non_trainable),
+                                  (optimizer.variables, optimizer_state)):
+            for variable, value in zip(variables, values):
+                variable.assign(value)
+        return UpdateStats.from_sums(np.sum(jax.device_get(sums), axis=0), finite)
+
+    def _loss(self, trainable, non_trainable, batch, global_tokens):
+        features, targets = batch
+        logits, non_trainable = self.model.stateless_call(trainable, non_trainable, features,
+                                                          training=True)
+        losses, nll = smoothed_loss_and_nll(targets, logits, self.smoothing)
+        loss = jnp.sum(losses * token_mask(targets)) / jnp.maximum(global_tokens, 1.0)
+        return loss, (non_trainable, batch_stats(features, targets, logits, losses, nll))
+
+    def _accumulate_micro_batch(self, trainable, non_trainable, gradient_sum, batch,
+                                global_tokens):
+        (_, (non_trainable, stats)), gradients = self._gradients(
+            trainable, non_trainable, batch, global_tokens)
+        return _add(gradient_sum, gradients), non_trainable, stats
+
+    def _apply_update(self, trainable, non_trainable, optimizer_state, gradient_sum, batch,
+                      global_tokens):
+        (_, (non_trainable, stats)), gradients = self._gradients(
+            trainable, non_trainable, batch, global_tokens)
+        gradients = _add(gradient_sum, gradients)
+        if self.clip_norm:
+            gradients = _clip_by_global_norm(gradients, self.clip_norm)
+        finite = jnp.logical_and(jnp.isfinite(stats[0]), jnp.all(jnp.asarray(
+            [jnp.all(jnp.isfinite(g)) for g in gradients])))
+        trainable, optimizer_state = self.model.optimizer.stateless_apply(
+            optimizer_state, gradients, trainable)
+        return trainable, non_trainable, optimizer_state, stats, finite
+
+
+def _add(gradient_sum, gradients):
+    if gradient_sum is None:
+        return gradients
+    return [total + g for total, g in zip(gradient_sum, gradients)]
+
+
+def _clip_by_global_norm(gradients, clip_norm):
+    """The gradients scaled by clip_norm / max(global norm, clip_norm), as
+    `tf.clip_by_global_norm`."""
+    norm = jnp.sqrt(sum(jnp.sum(jnp.square(g)) for g in gradients))
+    return [g * (clip_norm / jnp.maximum(norm, clip_norm)) for g in gradients]

@@ -1,0 +1,215 @@
+"""One training run, whatever the backend: build the model, resume, train in segments,
+evaluate, checkpoint, report. `loop.TrainingRun` runs it on TensorFlow (tf.data, tf.distribute)
+and `jax_run.JaxTrainingRun` on JAX; each supplies its train step and batches."""
+
+import os
+
+from t2t_repro import registry
+from t2t_repro.data.problem import EVAL, TRAIN
+from t2t_repro.hparams import HParamsError
+from t2t_repro.models.flops import training_flops
+from t2t_repro.models.transformer import DTYPE_POLICIES
+from t2t_repro.training import checkpoints, summaries
+from t2t_repro.training.losses import LabelSmoothedCrossEntropy, training_metrics
+from t2t_repro.training.optimizer import create_optimizer
+
+
+class NonFiniteLossError(Exception):
+    """An update's loss or gradient was NaN or infinite; training stopped before saving it."""
+
+    def __init__(self, step, last_checkpoint):
+        kept = (f"the last good checkpoint, {last_checkpoint}, is kept" if last_checkpoint
+                else "no checkpoint had been written yet")
+        super().__init__(
+            f"the loss or a gradient of step {step} is NaN or infinite, so training stopped "
+            f"and nothing of that step was saved; {kept}. Lower the learning rate (or raise "
+            f"learning_rate_warmup_steps), set clip_grad_norm, or check the data; then run the "
+            f"same command to resume."
+        )
+        self.step = step
+        self.last_checkpoint = last_checkpoint
+
+
+def build_model(model_name, hparams, problem, dtype_policy="float32"):
+    """The registered model for `problem`'s vocabularies, with all its weights created.
+
+    Weights are float32 under every policy; training uses `hparams.dtype_policy`, inference
+    float32, and either loads the other's checkpoints.
+    """
+    if dtype_policy not in DTYPE_POLICIES:
+        raise HParamsError(f"hparam dtype_policy must be one of {', '.join(DTYPE_POLICIES)}, "
+                           f"got '{dtype_policy}'.")
+    model_class = registry.models[model_name]
+    model = model_class(hparams, problem.input_vocab_size, problem.target_vocab_size,
+                        dtype=dtype_policy)
+    return model.build_weights()
+
+
+def compile_for_training(model, hparams, jit_compile=False):
+    model.compile(
+        optimizer=create_optimizer(hparams),
+        loss=LabelSmoothedCrossEntropy(hparams.label_smoothing),
+        metrics=training_metrics(hparams.label_smoothing),
+        jit_compile=jit_compile,
+    )
+    # Built now so that a checkpoint can restore the optimizer's slots before the first step.
+    model.optimizer.build(model.trainable_variables)
+    return model
+
+
+def load_trained_model(model_name, hparams, problem, checkpoint_path):
+    """The model with the weights of a training or averaged checkpoint, for inference."""
+    # A checkpoint holds the optimizer's variables too; a compiled model has a place for them.
+    model = compile_for_training(build_model(model_name, hparams, problem), hparams)
+    model.load_weights(checkpoint_path)
+    return model
+
+
+class TrainingRunBase:
+    """Everything one `--output_dir` holds: model, optimizer state, checkpoints, summaries.
+
+    Args:
+        problem: a Problem instance. hparams: its resolved HParams.
+        output_dir: where checkpoints and TensorBoard events go.
+        model: the compiled, built model (`compile_for_training`).
+        train_step: called with an iterator of batches, takes one optimizer update and
+            returns its `UpdateStats`.
+        is_chief: whether this process writes the run's files.
+        save_checkpoints_steps, save_checkpoints_minutes, keep_checkpoint_max: checkpointing.
+        eval_every: training steps between evaluations. eval_steps: batches per evaluation
+            (0: the whole eval set). log_every: steps between progress lines.
+        decode_evaluation: optional `DecodeEvaluation` run at every evaluation: real BLEU or
+            bracket F1 from beam search, written beside the teacher-forced scalars; the
+            decoded texts go to `<output_dir>/eval/decodes-<step>.txt`, line by line with
+            `inputs.txt` and `targets.txt` there.
+        peak_tflops: the summed peak TFLOPS of the devices training, for model FLOPs
+            utilisation (None: not reported).
+
+    Subclasses implement `_train_batches(step)` (an iterator of batches for the train step,
+    resuming after `step` updates where the pipeline can) and `_eval_scalars()` (the
+    teacher-forced eval metrics), and may extend `restore`.
+    """
+
+    def __init__(self, problem, hparams, output_dir, model, train_step, is_chief=True,
+                 save_checkpoints_steps=1000, save_checkpoints_minutes=10.0,
+                 keep_checkpoint_max=20, eval_every=1000, eval_steps=0, log_every=100,
+                 decode_evaluation=None, peak_tflops=None, print_fn=print):
+        self.problem = problem
+        self.hparams = hparams
+        self.output_dir = output_dir
+        self.model = model
+        self.train_step = train_step
+        self.is_chief = is_chief
+        self.save_checkpoints_steps = save_checkpoints_steps
+        self.save_checkpoints_minutes = save_checkpoints_minutes
+        self.eval_every = eval_every
+        self.eval_steps = eval_steps
+        self.log_every = log_every
+        self.decode_evaluation = decode_evaluation
+        self.peak_tflops = peak_tflops
+        self.print_fn = print_fn
+        self.checkpoints = checkpoints.CheckpointManager(
+            output_dir, model, max_to_keep=keep_checkpoint_max, writes=is_chief
+        )
+        self.training_flops = training_flops(hparams, problem.target_vocab_size)
+        self._writers = {}
+
+    def _report_length_filter(self, mode):
+        """Says how many of the mode's examples `max_length` leaves out (never truncated)."""
+        counts = self.problem.dropped_by_max_length(mode, self.hparams.max_length)
+        if counts is not None:
+            dropped, total = counts
+            self.print_fn(f"{mode} data: {total} examples, {dropped} ({dropped / total:.2%}) "
+                          f"longer than max_length={self.hparams.max_length} left out.")
+
+    def _writer(self, mode):
+        if mode not in self._writers:
+            self._writers[mode] = (summaries.ScalarWriter(os.path.join(self.output_dir, mode))
+                                   if self.is_chief else summaries.NoWriter())
+        return self._writers[mode]
+
+    def restore(self):
+        """Loads the latest checkpoint, if any; returns the step it resumes from."""
+        step = self.checkpoints.restore()
+        if step:
+            self.print_fn(f"Resumed from {checkpoints.latest_checkpoint(self.output_dir)} "
+                          f"at step {step}.")
+        return step
+
+    def train(self, train_steps, evaluate_every_segment=True):
+        """Trains up to `train_steps` optimizer updates (counting those already done),
+        evaluating every `eval_every` updates; checkpoints as configured and once more at the
+        end. Each update takes `gradient_accumulation_steps` micro-batches.
+
+        Returns the scalars of the last evaluation, or None if none ran. Raises
+        `NonFiniteLossError` (having saved nothing after the last good checkpoint) when an
+        update's loss or gradient is NaN or infinite.
+        """
+        step = self.restore()
+        eval_scalars = None
+        if step >= train_steps:
+            self.print_fn(f"Already trained {step} of {train_steps} steps; nothing to do.")
+            return eval_scalars
+        self._report_length_filter(TRAIN)
+        iterator = self._train_batches(step)
+        saver = checkpoints.CheckpointSchedule(
+            self.checkpoints, self.save_checkpoints_steps, self.save_checkpoints_minutes
+        )
+        progress = summaries.ProgressReport(
+            self._writer(TRAIN), train_steps, self.log_every, self.print_fn,
+            flops_of=self._update_flops, peak_tflops=self.peak_tflops,
+        )
+        while step < train_steps:
+            stats = self.train_step(iterator)
+            previous, step = step, self.checkpoints.step()
+            if not stats.finite:
+                raise NonFiniteLossError(previous + 1, checkpoints.latest_checkpoint(
+                    self.output_dir))
+            if step == previous:  # a float16 step skipped by the loss scale
+                continue
+            progress.add(stats, step, summaries.learning_rate_of_update(
+                self.model.optimizer, step))
+            saver.after_update(step)
+            if evaluate_every_segment and (step % self.eval_every == 0 or step == train_steps):
+                eval_scalars = self.evaluate()
+        self.checkpoints.save()
+        return eval_scalars
+
+    def _update_flops(self, stats):
+        """Model FLOPs (forward and backward) of an update, from its real lengths."""
+        return self.training_flops.of_sums(stats.source_tokens, stats.target_tokens,
+                                           stats.source_squares, stats.target_squares,
+                                           stats.source_target_products)
+
+    def _train_batches(self, step):
+        raise NotImplementedError
+
+    def _eval_scalars(self):
+        raise NotImplementedError
+
+    def evaluate(self):
+        """Loss and token metrics on the eval set, and the decode evaluation's metrics,
+        written to TensorBoard and printed."""
+        scalars = self._eval_scalars()
+        step = self.checkpoints.step()
+        if self.decode_evaluation is not None:
+            scalars.update(self._decode_and_score(step))
+        self._writer(EVAL).write(scalars, step)
+        self.print_fn(f"eval at step {step} | {summaries.format_scalars(scalars)}")
+        return scalars
+
+    def _decode_and_score(self, step):
+        """The decode evaluation's metrics; writes its texts beside the eval events, so that
+        the figures can be checked or recomputed with other tools."""
+        evaluation = self.decode_evaluation
+        decodes = evaluation.decode(self.model)
+        if not self.is_chief:
+            return evaluation.score(decodes)
+        directory = os.path.join(self.output_dir, EVAL)
+        os.makedirs(directory, exist_ok=True)
+        for name, lines in (("inputs.txt", evaluation.input_texts),
+                            ("targets.txt", evaluation.target_texts),
+                            (f"decodes-{step}.txt", decodes)):
+            with open(os.path.join(directory, name), "w", encoding="utf-8") as f:
+                f.writelines(f"{line}\n" for line in lines)
+        return evaluation.score(decodes)

@@ -1,0 +1,9 @@
+"""The `--strategy` choices, importable without TensorFlow (the trainer defines its flags before
+it knows the backend): under TensorFlow they name tf.distribute strategies (`strategy`), under
+JAX how many local devices train (`jax_run`)."""
+
+STRATEGIES = ("auto", "default", "mirrored", "multi_worker")
+
+
+class StrategyError(ValueError):
+    """The strategy cannot be built as asked; the message says why and how to fix it."""

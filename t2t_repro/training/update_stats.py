@@ -1,0 +1,69 @@
+"""What a training update reports: sums over its global batch's tokens, computed with
+keras.ops so that the TensorFlow step and the JAX step report the same figures."""
+
+from typing import NamedTuple
+
+from keras import ops
+
+from t2t_repro.training.losses import token_mask
+
+
+class UpdateStats(NamedTuple):
+    """Sums over one update's global batch, as Python numbers.
+
+    loss_sum: label-smoothed loss summed over the target tokens (divide by target_tokens for
+        the update's loss). nll_sum: unsmoothed negative log-likelihood summed likewise.
+        correct: target tokens whose argmax prediction is right. target_tokens: non-padding
+        target tokens. source_tokens: non-padding source tokens (0 if the inputs are not a
+        features dict with "inputs"). source_squares, target_squares, source_target_products:
+        Σ s², Σ t², Σ s·t over the sentence pairs' real lengths (s, t), with which a model's
+        FLOPs, quadratic in the lengths, add up over the batch. finite: False when the loss
+        or a gradient was NaN or infinite.
+    """
+
+    loss_sum: float
+    nll_sum: float
+    correct: float
+    target_tokens: float
+    source_tokens: float
+    source_squares: float
+    target_squares: float
+    source_target_products: float
+    finite: bool
+
+    @classmethod
+    def from_sums(cls, sums, finite):
+        """From the `STAT_FIELDS` numbers of `batch_stats` (summed over micro-batches)."""
+        return cls(*(float(value) for value in sums), finite=bool(finite))
+
+
+STAT_FIELDS = 8  # the float fields of UpdateStats, in order
+
+
+def token_sums(targets, logits, losses, nll):
+    """[loss sum, nll sum, correct predictions, tokens] over the non-padding target tokens,
+    from the per-token `losses` and `nll` of `smoothed_loss_and_nll`."""
+    mask = token_mask(targets)
+    predicted = ops.argmax(logits, axis=-1)
+    correct = ops.cast(ops.equal(predicted, ops.cast(targets, predicted.dtype)), "float32")
+    return [ops.sum(losses * mask), ops.sum(nll * mask), ops.sum(correct * mask),
+            ops.sum(mask)]
+
+
+def length_moments(features, target_mask):
+    """[Σ s, Σ s², Σ t², Σ s·t] over rows, from the real source lengths s and target lengths t
+    (s = 0 when the inputs are not a features dict with "inputs")."""
+    target_lengths = ops.sum(target_mask, axis=-1)
+    if isinstance(features, dict) and "inputs" in features:
+        source_lengths = ops.sum(ops.cast(ops.not_equal(features["inputs"], 0), "float32"),
+                                 axis=-1)
+    else:
+        source_lengths = ops.zeros_like(target_lengths)
+    return [ops.sum(source_lengths), ops.sum(source_lengths ** 2),
+            ops.sum(target_lengths ** 2), ops.sum(source_lengths * target_lengths)]
+
+
+def batch_stats(features, targets, logits, losses, nll):
+    """The `STAT_FIELDS` sums of one batch, stacked: token sums, then length moments."""
+    return ops.stack([*token_sums(targets, logits, losses, nll),
+                      *length_moments(features, token_mask(targets))])

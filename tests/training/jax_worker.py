@@ -1,0 +1,75 @@
+"""The JAX half of test_jax_training: run as a script with KERAS_BACKEND=jax, TensorFlow made
+unimportable, and two host devices.
+
+    python jax_worker.py CASES.npz OUTPUT_DIR
+
+CASES.npz holds a TensorFlow-written checkpoint's path (`checkpoint`), the hparams overrides
+(`hparams`), a clipping norm (`clip_norm`) and two micro-batches (`a_*`, `b_*`) and their
+union (`union_*`). From that checkpoint's weights this writes to OUTPUT_DIR/results.npz:
+- logits: the model's logits on the union batch (a TensorFlow checkpoint read by JAX);
+- one_step_*: loss and weights after one update on the union (written also as the checkpoint
+  OUTPUT_DIR/jax-step.weights.h5, for TensorFlow to read back);
+- accumulated_*: after one update from the two micro-batches (accumulation_steps=2), clipped
+  to clip_norm;
+- two_devices_*: after one update on the union split over 2 devices by `DataParallel`.
+"""
+
+import os
+import sys
+
+os.environ["KERAS_BACKEND"] = "jax"
+os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=2"
+sys.modules["tensorflow"] = None  # any import of TensorFlow fails
+
+import jax  # noqa: E402
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+
+from step_cases import new_model  # noqa: E402
+from t2t_repro.hparams import create_hparams  # noqa: E402
+from t2t_repro.training.jax_run import data_parallel_placement  # noqa: E402
+from t2t_repro.training.jax_train_step import JaxTrainStep  # noqa: E402
+
+
+def batch(cases, name):
+    inputs, targets = cases[f"{name}_inputs"], cases[f"{name}_targets"]
+    return {"inputs": inputs, "targets": targets}, targets
+
+
+def one_update(model, batches, **options):
+    step = JaxTrainStep(model, model_hparams.label_smoothing,
+                        accumulation_steps=len(batches), **options)
+    stats = step(iter(batches))
+    return stats.loss_sum / stats.target_tokens, [np.asarray(w) for w in model.get_weights()]
+
+
+def restored_model():
+    model = new_model(model_hparams)
+    model.load_weights(str(cases["checkpoint"]))
+    return model
+
+
+cases = np.load(sys.argv[1])
+output_dir = sys.argv[2]
+model_hparams = create_hparams("transformer_tiny", str(cases["hparams"]))
+results = {}
+union = batch(cases, "union")
+
+model = restored_model()
+results["logits"] = keras.ops.convert_to_numpy(model(union[0], training=False))
+loss, weights = one_update(model, [union])
+model.save_weights(os.path.join(output_dir, "jax-step.weights.h5"))
+results["one_step_loss"] = loss
+results.update({f"one_step_weight_{i}": w for i, w in enumerate(weights)})
+
+loss, weights = one_update(restored_model(), [batch(cases, "a"), batch(cases, "b")],
+                           clip_norm=float(cases["clip_norm"]))
+results["accumulated_loss"] = loss
+results.update({f"accumulated_weight_{i}": w for i, w in enumerate(weights)})
+
+place = data_parallel_placement(jax.devices()[:2])
+loss, weights = one_update(restored_model(), [union], place_batch=place)
+results["two_devices_loss"] = loss
+results.update({f"two_devices_weight_{i}": w for i, w in enumerate(weights)})
+
+np.savez(os.path.join(output_dir, "results.npz"), **results)

@@ -1,0 +1,180 @@
+"""Training under JAX against training under TensorFlow, and the JAX trainer without TensorFlow.
+
+The JAX side runs in subprocesses with KERAS_BACKEND=jax and TensorFlow made unimportable
+(`sys.modules["tensorflow"] = None`), so any import of it on that path fails the test.
+"""
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from step_cases import HPARAMS, micro_batch, new_model, token_counts, union
+from t2t_repro.hparams import create_hparams
+from t2t_repro.training import checkpoints
+from t2t_repro.training.train_step import TrainStep
+
+TOLERANCE = 1e-5  # float32 matmuls in another order, on another backend
+CLIP_NORM = 0.05  # well below the tiny model's first gradient norm, so clipping acts
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO_ROOT = os.path.dirname(os.path.dirname(HERE))
+
+
+def jax_environment():
+    return dict(os.environ, KERAS_BACKEND="jax", PYTHONPATH=os.pathsep.join([HERE, REPO_ROOT]),
+                TF_CPP_MIN_LOG_LEVEL="2")
+
+
+def tensorflow_update(model, batch, clip_norm=0.0):
+    """One TrainStep update of `model` on `batch`; returns the update's token-mean loss."""
+    hparams = model.hparams
+    step = TrainStep(model, tf.distribute.get_strategy(), hparams.label_smoothing,
+                     clip_norm=clip_norm)
+    stats = step(iter([tuple(tf.nest.map_structure(tf.constant, batch))]))
+    return stats.loss_sum / stats.target_tokens
+
+
+def largest_difference(arrays, others):
+    assert len(arrays) == len(others) > 0
+    return max(float(np.abs(np.asarray(a) - np.asarray(b)).max())
+               for a, b in zip(arrays, others))
+
+
+@pytest.fixture(scope="module")
+def jax_results(tmp_path_factory):
+    """The worker's results from the TensorFlow model's initial checkpoint, and that model's
+    batches and hparams."""
+    directory = tmp_path_factory.mktemp("jax_equivalence")
+    hparams = create_hparams("transformer_tiny", HPARAMS)
+    parts = [micro_batch(3, 3, 7, 5), micro_batch(4, 5, 4, 9)]  # 8 rows: splits over 2 devices
+    assert len(set(token_counts(parts))) == 2
+    whole = union(parts)
+    model = new_model(hparams)
+    checkpoint = str(directory / "initial.weights.h5")
+    model.save_weights(checkpoint)
+    arrays = {f"{name}_{key}": value for name, (features, _) in
+              (("a", parts[0]), ("b", parts[1]), ("union", whole)) for key, value in features.items()}
+    np.savez(directory / "cases.npz", checkpoint=checkpoint, hparams=HPARAMS,
+             clip_norm=CLIP_NORM, **arrays)
+    result = subprocess.run(
+        [sys.executable, os.path.join(HERE, "jax_worker.py"), str(directory / "cases.npz"),
+         str(directory)], capture_output=True, text=True, env=jax_environment(), timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    results = np.load(directory / "results.npz")
+    return {"results": results, "directory": directory, "hparams": hparams, "whole": whole,
+            "checkpoint": checkpoint}
+
+
+def weights_of(results, name):
+    count = len([key for key in results.files if key.startswith(f"{name}_weight_")])
+    return [results[f"{name}_weight_{i}"] for i in range(count)]
+
+
+def test_jax_reads_a_tensorflow_checkpoint_with_identical_logits(jax_results):
+    model = new_model(jax_results["hparams"])
+    model.load_weights(jax_results["checkpoint"])
+    logits = model(jax_results["whole"][0], training=False).numpy()
+    assert np.abs(logits - jax_results["results"]["logits"]).max() < TOLERANCE
+
+
+@pytest.mark.parametrize("jax_case", ["one_step", "two_devices"])
+def test_one_adam_step_under_jax_equals_one_under_tensorflow(jax_results, jax_case):
+    """The same batch from the same weights: loss and weights after one update agree, on one
+    device and on two (`DataParallel`, rows split)."""
+    model = new_model(jax_results["hparams"])
+    model.load_weights(jax_results["checkpoint"])
+    loss = tensorflow_update(model, jax_results["whole"])
+    results = jax_results["results"]
+    assert float(results[f"{jax_case}_loss"]) == pytest.approx(loss, rel=TOLERANCE)
+    weights = weights_of(results, jax_case)
+    assert largest_difference(model.get_weights(), weights) < TOLERANCE
+    initial = new_model(jax_results["hparams"])
+    initial.load_weights(jax_results["checkpoint"])
+    assert largest_difference(initial.get_weights(), weights) > 100 * TOLERANCE  # it moved
+
+
+def test_two_clipped_micro_batches_under_jax_equal_one_clipped_tensorflow_step(jax_results):
+    model = new_model(jax_results["hparams"])
+    model.load_weights(jax_results["checkpoint"])
+    loss = tensorflow_update(model, jax_results["whole"], clip_norm=CLIP_NORM)
+    results = jax_results["results"]
+    assert float(results["accumulated_loss"]) == pytest.approx(loss, rel=TOLERANCE)
+    assert largest_difference(model.get_weights(), weights_of(results, "accumulated")) < TOLERANCE
+    unclipped = weights_of(results, "one_step")
+    assert largest_difference(model.get_weights(), unclipped) > 100 * TOLERANCE
+
+
+def test_tensorflow_reads_a_jax_checkpoint_with_identical_logits(jax_results):
+    """The checkpoint JAX wrote after its update: TensorFlow reads it (optimizer step
+    included) and computes the logits of TensorFlow's own update."""
+    stepped = new_model(jax_results["hparams"])
+    stepped.load_weights(jax_results["checkpoint"])
+    tensorflow_update(stepped, jax_results["whole"])
+    from_jax = new_model(jax_results["hparams"])
+    from_jax.load_weights(str(jax_results["directory"] / "jax-step.weights.h5"))
+    assert int(from_jax.optimizer.iterations.numpy()) == 1
+    features = jax_results["whole"][0]
+    difference = np.abs(from_jax(features, training=False).numpy()
+                        - stepped(features, training=False).numpy()).max()
+    assert difference < TOLERANCE
+
+
+TRAINER_WITHOUT_TENSORFLOW = """
+import runpy, sys
+sys.modules["tensorflow"] = None  # any import of TensorFlow fails
+sys.argv = ["t2t_repro.trainer"] + sys.argv[1:]
+runpy.run_module("t2t_repro.trainer", run_name="__main__")
+"""
+
+
+def jax_trainer(*flags, compilation_cache=None):
+    """Runs the trainer under JAX without TensorFlow; a resumed run given the first run's
+    `compilation_cache` folder loads its compiled steps instead of compiling them again."""
+    environment = jax_environment()
+    if compilation_cache:
+        environment.update(JAX_COMPILATION_CACHE_DIR=str(compilation_cache),
+                           JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0")
+    return subprocess.run([sys.executable, "-c", TRAINER_WITHOUT_TENSORFLOW, *flags],
+                          capture_output=True, text=True, env=environment, timeout=300)
+
+
+def test_the_trainer_trains_and_resumes_under_jax_without_tensorflow(tmp_path):
+    from conftest import read_scalars
+
+    output_dir = tmp_path / "run"
+    common = ["--problem=algorithmic_reverse", "--hparams_set=transformer_tiny",
+              f"--output_dir={output_dir}", "--eval_every=10", "--log_every=10",
+              "--random_seed=1", "--eval_decode_examples=0"]
+    cache = tmp_path / "compiled"
+    first = jax_trainer(*common, "--train_steps=20", compilation_cache=cache)
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert [step for step, _ in checkpoints.list_checkpoints(output_dir)] == [20]
+    resumed = jax_trainer(*common, "--train_steps=30", "--eval_decode_examples=8",
+                          compilation_cache=cache)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "at step 20" in resumed.stdout
+    assert [step for step, _ in checkpoints.list_checkpoints(output_dir)] == [20, 30]
+    train, evaluation = read_scalars(output_dir / "train"), read_scalars(output_dir / "eval")
+    assert sorted(train["loss"]) == [10, 20, 30]
+    assert sorted(evaluation["accuracy"]) == [10, 20, 30]
+    assert list(evaluation["exact_match"]) == [30]  # the decode evaluation ran at step 30
+    assert evaluation["loss"][30] < evaluation["loss"][10]
+
+
+def test_the_jax_trainer_refuses_multi_worker_and_float16_clearly(tmp_path):
+    common = ["--problem=algorithmic_reverse", "--hparams_set=transformer_tiny",
+              "--train_steps=1", "--eval_decode_examples=0"]
+    multi_worker = jax_trainer(*common, f"--output_dir={tmp_path / 'a'}",
+                               "--strategy=multi_worker")
+    float16 = jax_trainer(*common, f"--output_dir={tmp_path / 'b'}",
+                          "--hparams=dtype_policy=mixed_float16")
+    for result, message in ((multi_worker, "multi_worker is not supported under JAX"),
+                            (float16, "use dtype_policy=mixed_bfloat16")):
+        assert result.returncode == 1
+        assert "Traceback" not in result.stderr
+        last_line = result.stderr.strip().splitlines()[-1]
+        assert last_line.startswith("error: ") and message in last_line
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
