@@ -4,7 +4,7 @@ import keras
 from keras import ops
 
 from t2t_repro import registry
-from t2t_repro.hparams import HParams
+from t2t_repro.hparams import HParams, HParamsError
 from t2t_repro.layers import (
     LearnedPositionEmbedding,
     SharedEmbedding,
@@ -123,8 +123,8 @@ class Transformer(keras.Model):
         self.self_attention_window = (hp.self_attention_window
                                       if "self_attention_window" in hp else 0)
         if self.self_attention_window < 0:
-            raise ValueError(f"hparam self_attention_window must be >= 0 (0: full "
-                             f"self-attention), got {self.self_attention_window}.")
+            raise HParamsError(f"hparam self_attention_window must be >= 0 (0: full "
+                               f"self-attention), got {self.self_attention_window}.")
         if hp.shared_source_target_embedding and input_vocab_size != target_vocab_size:
             raise ValueError(
                 f"hparam shared_source_target_embedding=true needs one vocabulary for sources "
