@@ -1,7 +1,7 @@
 """Table 1 of the paper, measured: how one layer's time and memory grow with the length n.
 
     python -m t2t_repro.paper table1 [--lengths 16,32,...,2048] [--hidden_size 512]
-        [--window 64] [--kernel_size 3] [--repeats 5] [--fit_from 512] [--plot FILE.png]
+        [--window 64] [--kernel_size 3] [--repeats 15] [--fit_from 512] [--plot FILE.png]
         [--format text|json]
 
 Four layers of width d (`--hidden_size`), each on one sequence of n positions (batch 1,
@@ -134,7 +134,7 @@ def summarise(name, lengths, seconds, peak_bytes, hidden_size, window, kernel_si
     }
 
 
-def table1(lengths=DEFAULT_LENGTHS, hidden_size=512, window=64, kernel_size=3, repeats=5,
+def table1(lengths=DEFAULT_LENGTHS, hidden_size=512, window=64, kernel_size=3, repeats=15,
            fit_from=512, names=NAMES):
     """Measures every layer of `names` at every length; returns the report as a JSON-ready
     dict."""
@@ -250,7 +250,7 @@ def add_arguments(parser):
                         help="r of restricted self-attention (default %(default)s)")
     parser.add_argument("--kernel_size", type=positive_int, default=3,
                         help="k of the convolution (default %(default)s)")
-    parser.add_argument("--repeats", type=positive_int, default=5,
+    parser.add_argument("--repeats", type=positive_int, default=15,
                         help="timed calls per layer and length; the median counts")
     parser.add_argument("--fit_from", type=positive_int, default=512,
                         help="fit exponents over the lengths >= this (default %(default)s)")
