@@ -297,11 +297,12 @@ class Transformer(keras.Model):
         heads, beam, max_decode_length, d], "slots": int32 [batch, beam, max_decode_length]}`.
 
         Keys and values are in `dtype` (default: the compute dtype, which the projected ones
-        have). With hparam `self_attention_window` = r the cache holds min(r,
-        `max_decode_length`) positions, a ring holding the last r (`cached_positions`). `decode_step` writes hypothesis i's keys and values of a position into slot i;
+        have). `decode_step` writes hypothesis i's keys and values of a position into slot i;
         `slots[b, i, p]` names the slot that holds position p of hypothesis i, so that beam
         search reorders hypotheses by reordering `slots` alone (`reorder_decode_cache`)
-        instead of copying every layer's keys and values at every step.
+        instead of copying every layer's keys and values at every step. With hparam
+        `self_attention_window` = r the cache holds min(r, `max_decode_length`) positions: a
+        ring of the last r, position p at index p % r (`cached_positions`).
         """
         dtype = dtype or self.compute_dtype
         window = self.self_attention_window

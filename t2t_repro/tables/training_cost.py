@@ -52,9 +52,10 @@ PAPER_RUNS = (
 
 
 def per_target_token(hparams, vocab_size, length):
-    """{part: {"layers", "forward", "backward"}} per target token (forward and backward of one
-    layer of that part), and "total": the training FLOPs of one target token, for pairs of
-    `length` source and `length` target tokens."""
+    """(parts, total) for pairs of `length` source and `length` target tokens: parts is
+    {part: {"layers", "forward", "backward"}}, one layer's FLOPs per target token forward and
+    backward; total is the training FLOPs (forward and backward, every layer) of one target
+    token."""
     encoder_layers, decoder_layers = flops.layer_counts(hparams)
     layers = {"encoder_attention": encoder_layers, "encoder_ffn": encoder_layers,
               "decoder_self_attention": decoder_layers,
