@@ -104,3 +104,12 @@ def test_encoder_layer_passes_its_window_on_and_round_trips_it():
     assert layer.self_attention.window == 3
     restored = TransformerEncoderLayer.from_config(layer.get_config())
     assert restored.self_attention_window == 3 and restored.self_attention.window == 3
+
+
+def test_a_negative_window_hparam_is_an_hparams_error_naming_it():
+    """The trainer and decoder report HParamsError as one `error:` line."""
+    from t2t_repro.hparams import HParamsError, create_hparams
+    from t2t_repro.models.transformer import Transformer
+
+    with pytest.raises(HParamsError, match="hparam self_attention_window must be >= 0"):
+        Transformer(create_hparams("transformer_tiny", "self_attention_window=-2"), 12, 12)
