@@ -28,6 +28,9 @@ def transformer_base():
         layer_norm_epsilon=1e-6,
         shared_source_target_embedding=True,
         shared_embedding_and_softmax_weights=True,
+        # Restricted self-attention (Table 1, row 4): attend to positions fewer than this many
+        # away (the decoder: to the last this many); 0, the paper's models: to all.
+        self_attention_window=0,
         # Regularisation.
         layer_prepostprocess_dropout=0.1,  # P_drop: residual and embedding dropout
         attention_dropout=0.0,

@@ -1,6 +1,8 @@
 """Checks this implementation against figures printed in the paper.
 
     python -m t2t_repro.paper table3 [--vocab_size N] [--format text|json] [--rows SET,SET]
+    python -m t2t_repro.paper table1 [--plot FILE.png] ...   (t2t_repro/tables/layer_complexity.py)
+    python -m t2t_repro.paper table2 ...                     (t2t_repro/tables/training_cost.py)
 
 `table3` builds the Keras model of every row of Table 3 (Vaswani et al., 2017) from its
 registered hparams set, with one vocabulary of N tokens shared by the source embedding, the
@@ -29,8 +31,20 @@ import json
 import sys
 
 from t2t_repro import quiet_tensorflow
+from t2t_repro.tables import layer_complexity, training_cost
+from t2t_repro.tables.arguments import positive_int
 
 quiet_tensorflow.import_tensorflow()  # TensorFlow's start-up lines would precede the table
+
+# Tables measured or counted in modules of their own: (command, module, what it prints).
+_MEASURED_TABLES = (
+    ("table1", layer_complexity,
+     "Table 1 measured here: time and memory of one self-attention, restricted "
+     "self-attention, recurrent and convolutional layer against n, with growth exponents"),
+    ("table2", training_cost,
+     "Table 2's training cost: FLOPs of base and big counted from the model, beside the "
+     "paper's estimate"),
+)
 
 DEFAULT_VOCAB_SIZE = 40000
 DEFAULT_VOCAB_SIZE_REASON = (
@@ -174,16 +188,6 @@ def format_text(report):
     return "\n".join(text)
 
 
-def _positive_int(text):
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got '{text}'") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {value}")
-    return value
-
-
 def _table3_rows(text):
     by_set = {row.hparams_set: row for row in TABLE3}
     names = [name.strip() for name in text.split(",") if name.strip()]
@@ -209,7 +213,7 @@ def _parser():
     )
     table3_parser.add_argument(
         "--vocab_size",
-        type=_positive_int,
+        type=positive_int,
         default=DEFAULT_VOCAB_SIZE,
         # argparse %-formats help strings; the reason contains a literal "%".
         help=f"shared vocabulary size (default {DEFAULT_VOCAB_SIZE}: "
@@ -222,12 +226,17 @@ def _parser():
         default=TABLE3,
         help="comma-separated hparams sets of the rows to build (default: every row)",
     )
+    for name, module, summary in _MEASURED_TABLES:
+        module.add_arguments(commands.add_parser(name, help=summary, description=summary))
     return parser
 
 
 def main(argv=None):
     """Runs the command line `argv` (default: sys.argv[1:]); returns the exit status."""
     args = _parser().parse_args(argv)  # bad input: message on stderr, SystemExit(2)
+    for name, module, _ in _MEASURED_TABLES:
+        if args.command == name:
+            return module.run(args)
     report = table3(args.vocab_size, args.rows)
     if args.format == "json":
         print(json.dumps(report, indent=2, ensure_ascii=False))

@@ -38,6 +38,11 @@ BACKEND_AGNOSTIC = {
     "t2t_repro.training.learning_rate",
     "t2t_repro.training.losses",
     "t2t_repro.training.optimizer",
+    "t2t_repro.training.attention_images",
+    "t2t_repro.visualization",
+    "t2t_repro.visualization.attention",
+    "t2t_repro.visualization.figures",
+    "t2t_repro.plotting",
     "hparams",
     "hparams.transformer",
 }

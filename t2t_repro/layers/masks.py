@@ -14,3 +14,18 @@ def causal_mask(length):
     """[length, length] lower-triangular mask: position i attends to positions <= i."""
     positions = ops.arange(length)
     return ops.greater_equal(ops.expand_dims(positions, 1), ops.expand_dims(positions, 0))
+
+
+def band_mask(length, window, causal=False):
+    """[length, length] mask of restricted self-attention (paper Table 1, row 4): position i
+    attends to positions j with |i - j| < `window`, and with `causal` only to j <= i as well."""
+    positions = ops.arange(length)
+    return within_window(ops.expand_dims(positions, 1) - ops.expand_dims(positions, 0), window,
+                         causal)
+
+
+def within_window(distance, window, causal=False):
+    """True where a query-to-key `distance` (query position minus key position) lies in
+    restricted self-attention's window: |distance| < `window`, and >= 0 with `causal`."""
+    lower = 0 if causal else 1 - window
+    return ops.logical_and(distance >= lower, distance < window)

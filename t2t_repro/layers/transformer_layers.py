@@ -26,6 +26,7 @@ class _ResidualSublayers(keras.layers.Layer):
         relu_dropout=0.0,
         normalize_first=False,
         layer_norm_epsilon=1e-6,
+        self_attention_window=0,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -39,14 +40,16 @@ class _ResidualSublayers(keras.layers.Layer):
         self.relu_dropout = relu_dropout
         self.normalize_first = normalize_first
         self.layer_norm_epsilon = layer_norm_epsilon
+        self.self_attention_window = self_attention_window
         self.residual_dropout = keras.layers.Dropout(dropout, dtype=self.dtype_policy)
 
-    def _attention(self, name):
+    def _attention(self, name, window=0):
         return MultiHeadAttention(
             num_heads=self.num_heads,
             key_dim=self.key_dim,
             value_dim=self.value_dim,
             dropout=self.attention_dropout,
+            window=window,
             name=name,
             dtype=self.dtype_policy,
         )
@@ -66,6 +69,15 @@ class _ResidualSublayers(keras.layers.Layer):
         if self.normalize_first:
             return x + self.residual_dropout(sublayer(norm(x)), training=training)
         return norm(x + self.residual_dropout(sublayer(x), training=training))
+
+    @staticmethod
+    def _attend(attention, scores, name, return_scores, *args, **kwargs):
+        """Calls `attention`; with `return_scores`, also stores its weights in scores[name]
+        (asked for only then: a restricted self-attention computes the square for them)."""
+        if not return_scores:
+            return attention(*args, **kwargs)
+        output, scores[name] = attention(*args, return_attention_scores=True, **kwargs)
+        return output
 
     def _feed_forward_block(self, x, training):
         return self._residual(
@@ -88,6 +100,7 @@ class _ResidualSublayers(keras.layers.Layer):
             relu_dropout=self.relu_dropout,
             normalize_first=self.normalize_first,
             layer_norm_epsilon=self.layer_norm_epsilon,
+            self_attention_window=self.self_attention_window,
         )
         return config
 
@@ -105,6 +118,8 @@ class TransformerEncoderLayer(_ResidualSublayers):
         attention_dropout: dropout on attention weights. relu_dropout: dropout inside the FFN.
         normalize_first: pre-norm instead of the paper's post-norm.
         layer_norm_epsilon: LayerNorm's epsilon.
+        self_attention_window: restricted self-attention (paper Table 1): each position
+            attends only to positions fewer than this many away (0, the paper's model: all).
 
     Example:
     >>> layer = TransformerEncoderLayer(hidden_size=64, num_heads=4, intermediate_dim=128)
@@ -116,7 +131,7 @@ class TransformerEncoderLayer(_ResidualSublayers):
 
     def __init__(self, hidden_size, num_heads, intermediate_dim, **kwargs):
         super().__init__(hidden_size, num_heads, intermediate_dim, **kwargs)
-        self.self_attention = self._attention("self_attention")
+        self.self_attention = self._attention("self_attention", self.self_attention_window)
         self.self_attention_norm = self._norm("self_attention_norm")
         self.feed_forward = self._feed_forward()
         self.feed_forward_norm = self._norm("feed_forward_norm")
@@ -133,10 +148,8 @@ class TransformerEncoderLayer(_ResidualSublayers):
         scores = {}
 
         def attend(h):
-            out, scores["self"] = self.self_attention(
-                h, attention_mask=attention_mask, training=training, return_attention_scores=True
-            )
-            return out
+            return self._attend(self.self_attention, scores, "self", return_attention_scores, h,
+                                attention_mask=attention_mask, training=training)
 
         x = self._residual(x, attend, self.self_attention_norm, training)
         x = self._feed_forward_block(x, training)
@@ -147,12 +160,13 @@ class TransformerEncoderLayer(_ResidualSublayers):
 class TransformerDecoderLayer(_ResidualSublayers):
     """Masked self-attention, encoder-decoder attention, then a position-wise FFN.
 
-    Takes the same arguments as `TransformerEncoderLayer`.
+    Takes the same arguments as `TransformerEncoderLayer`. Self-attention is causal: position
+    i attends to positions <= i (and with `self_attention_window` = r, > i - r).
 
     Example:
     >>> layer = TransformerDecoderLayer(hidden_size=64, num_heads=4, intermediate_dim=128)
     >>> x, memory = keras.random.normal((2, 5, 64)), keras.random.normal((2, 7, 64))
-    >>> layer(x, memory, self_attention_mask=causal_mask(5)).shape
+    >>> layer(x, memory).shape
     (2, 5, 64)
 
     Reference: Vaswani et al., "Attention Is All You Need", 2017, §3.1.
@@ -160,7 +174,7 @@ class TransformerDecoderLayer(_ResidualSublayers):
 
     def __init__(self, hidden_size, num_heads, intermediate_dim, **kwargs):
         super().__init__(hidden_size, num_heads, intermediate_dim, **kwargs)
-        self.self_attention = self._attention("self_attention")
+        self.self_attention = self._attention("self_attention", self.self_attention_window)
         self.self_attention_norm = self._norm("self_attention_norm")
         self.cross_attention = self._attention("cross_attention")
         self.cross_attention_norm = self._norm("cross_attention_norm")
@@ -187,30 +201,22 @@ class TransformerDecoderLayer(_ResidualSublayers):
     ):
         """x: [batch, t, d]; memory: encoder output [batch, s, d].
 
-        self_attention_mask: boolean, broadcastable to [batch, t, t] (the causal mask).
+        self_attention_mask: boolean, broadcastable to [batch, t, t], on top of the causal
+            mask the layer applies itself; with `self_attention_window` a key mask [batch, 1,
+            t] only.
         memory_mask: boolean, broadcastable to [batch, t, s] (the source padding mask).
         With `return_attention_scores`, also returns {"self": ..., "cross": ...} weights.
         """
         scores = {}
 
         def self_attend(h):
-            out, scores["self"] = self.self_attention(
-                h,
-                attention_mask=self_attention_mask,
-                training=training,
-                return_attention_scores=True,
-            )
-            return out
+            return self._attend(self.self_attention, scores, "self", return_attention_scores, h,
+                                attention_mask=self_attention_mask, training=training,
+                                use_causal_mask=True)
 
         def cross_attend(h):
-            out, scores["cross"] = self.cross_attention(
-                h,
-                memory,
-                attention_mask=memory_mask,
-                training=training,
-                return_attention_scores=True,
-            )
-            return out
+            return self._attend(self.cross_attention, scores, "cross", return_attention_scores,
+                                h, memory, attention_mask=memory_mask, training=training)
 
         x = self._residual(x, self_attend, self.self_attention_norm, training)
         x = self._residual(x, cross_attend, self.cross_attention_norm, training)
@@ -229,7 +235,9 @@ class TransformerDecoderLayer(_ResidualSublayers):
         When beam search reorders hypotheses the cache is not copied: `self_attention_mask`
         (boolean [batch, beam, beam·max_length]) says which slot holds each earlier position
         of each hypothesis (see `Transformer.decode_step`); None means each hypothesis's own
-        slot (nothing was reordered). `memory_key_value` is
+        slot (nothing was reordered). The cache is a ring (`cached_positions`): position p
+        goes to index p % max_length, so a restricted self-attention of window r needs a
+        cache of only r positions. `memory_key_value` is
         `cross_attention.project_key_value(memory)` [batch, heads, source, d], computed once
         per sentence and shared by its hypotheses.
 
@@ -242,8 +250,9 @@ class TransformerDecoderLayer(_ResidualSublayers):
         def self_attend(h):
             nonlocal keys, values
             key, value = self.self_attention.project_key_value(h)
-            keys = ops.slice_update(keys, (0, 0, 0, position, 0), ops.expand_dims(key, 3))
-            values = ops.slice_update(values, (0, 0, 0, position, 0), ops.expand_dims(value, 3))
+            index = position % ops.shape(keys)[3]
+            keys = ops.slice_update(keys, (0, 0, 0, index, 0), ops.expand_dims(key, 3))
+            values = ops.slice_update(values, (0, 0, 0, index, 0), ops.expand_dims(value, 3))
             return self.self_attention.attend_to_projected(
                 h, _merge_slots(keys), _merge_slots(values), self_attention_mask
             )
@@ -265,10 +274,21 @@ def _merge_slots(cache):
     return ops.reshape(cache, (shape[0], shape[1], shape[2] * shape[3], shape[4]))
 
 
+def cached_positions(length, position):
+    """[length]: the position whose keys and values each index of a cache of `length`
+    positions holds once `position` is written (negative: none yet).
+
+    The cache is a ring: position p is written at index p % length. A cache as long as the
+    output never wraps; one of r positions holds the last r, exactly what a restricted
+    self-attention of window r reads, so the window costs no mask of its own here.
+    """
+    return position - (position - ops.arange(length)) % length
+
+
 def own_slot_mask(beam_size, length, position):
-    """[1, beam, beam·length] boolean: hypothesis i reads positions 0..`position` of slot i."""
+    """[1, beam, beam·length] boolean: hypothesis i reads the positions written into slot i."""
     slots = ops.arange(beam_size)
     same_slot = ops.expand_dims(slots, 1) == ops.expand_dims(slots, 0)
-    filled = ops.arange(length) <= position
+    filled = cached_positions(length, position) >= 0
     mask = ops.logical_and(ops.expand_dims(same_slot, 2), filled)
     return ops.reshape(mask, (1, beam_size, beam_size * length))

@@ -4,16 +4,16 @@ import keras
 from keras import ops
 
 from t2t_repro import registry
-from t2t_repro.hparams import HParams
+from t2t_repro.hparams import HParams, HParamsError
 from t2t_repro.layers import (
     LearnedPositionEmbedding,
     SharedEmbedding,
     SinusoidalPositionEncoding,
     TransformerDecoderLayer,
     TransformerEncoderLayer,
-    causal_mask,
     padding_mask,
 )
+from t2t_repro.layers.transformer_layers import cached_positions
 
 POSITION_ENCODINGS = ("sinusoidal", "learned")
 # Keras dtype policies the model supports: each keeps its variables float32, so one checkpoint
@@ -61,15 +61,16 @@ def _call_layer(layer, attention_scores, *args, **kwargs):
 
 
 def _slots_and_mask(slots, position):
-    """`slots` with each hypothesis's own slot at `position`, and the self-attention mask it
-    gives: [batch, beam, beam·length], True where slot j holds a position <= `position` of
-    hypothesis i's prefix."""
+    """`slots` with each hypothesis's own slot at `position`'s cache index, and the
+    self-attention mask it gives: [batch, beam, beam·length], True where slot j holds a
+    position <= `position` of hypothesis i's prefix (the cache is a ring: `cached_positions`)."""
     beam, length = ops.shape(slots)[1], ops.shape(slots)[2]
+    held = cached_positions(length, position)
     own = ops.reshape(ops.arange(beam, dtype="int32"), (1, -1, 1))
-    slots = ops.where(ops.arange(length) == position, own, slots)
+    slots = ops.where(held == position, own, slots)
     holds = ops.expand_dims(slots, 2) == ops.reshape(ops.arange(beam, dtype="int32"),
                                                      (1, 1, -1, 1))
-    mask = ops.logical_and(holds, ops.arange(length) <= position)
+    mask = ops.logical_and(holds, held >= 0)
     return slots, ops.reshape(mask, (ops.shape(slots)[0], beam, beam * length))
 
 
@@ -100,6 +101,11 @@ class Transformer(keras.Model):
     `max_length` tokens (`TransformerBeamSearch.max_lengths` gives each sentence's cap).
     Sinusoidal positions have no such limit.
 
+    With hparam `self_attention_window` = r > 0, encoder and decoder self-attention are
+    restricted (paper Table 1, row 4): position i attends to positions j with |i - j| < r (the
+    decoder to i - r < j <= i), at O(r·n) cost; encoder-decoder attention stays full, and the
+    incremental decoder keeps only the last r positions' keys and values.
+
     Reference: Vaswani et al., "Attention Is All You Need", 2017.
     """
 
@@ -113,6 +119,12 @@ class Transformer(keras.Model):
         self.input_vocab_size = input_vocab_size
         self.target_vocab_size = target_vocab_size
         hp = hparams
+        # Runs saved before restricted self-attention existed have no such hparam: full.
+        self.self_attention_window = (hp.self_attention_window
+                                      if "self_attention_window" in hp else 0)
+        if self.self_attention_window < 0:
+            raise HParamsError(f"hparam self_attention_window must be >= 0 (0: full "
+                               f"self-attention), got {self.self_attention_window}.")
         if hp.shared_source_target_embedding and input_vocab_size != target_vocab_size:
             raise ValueError(
                 f"hparam shared_source_target_embedding=true needs one vocabulary for sources "
@@ -152,6 +164,7 @@ class Transformer(keras.Model):
             relu_dropout=hp.relu_dropout,
             normalize_first=hp.normalize_first,
             layer_norm_epsilon=hp.layer_norm_epsilon,
+            self_attention_window=self.self_attention_window,
         )
         self.encoder_layers = [
             TransformerEncoderLayer(**layer_args, name=f"encoder_layer_{i}",
@@ -253,14 +266,12 @@ class Transformer(keras.Model):
             self.decoder_input_dropout,
             training,
         )
-        self_mask = causal_mask(ops.shape(decoder_inputs)[1])
-        for layer in self.decoder_layers:
+        for layer in self.decoder_layers:  # their self-attention is causal by itself
             x = _call_layer(
                 layer,
                 attention_scores,
                 x,
                 memory,
-                self_attention_mask=self_mask,
                 memory_mask=memory_mask,
                 training=training,
             )
@@ -289,9 +300,16 @@ class Transformer(keras.Model):
         have). `decode_step` writes hypothesis i's keys and values of a position into slot i;
         `slots[b, i, p]` names the slot that holds position p of hypothesis i, so that beam
         search reorders hypotheses by reordering `slots` alone (`reorder_decode_cache`)
-        instead of copying every layer's keys and values at every step.
+        instead of copying every layer's keys and values at every step. With hparam
+        `self_attention_window` = r the cache holds min(r, `max_decode_length`) positions: a
+        ring of the last r, position p at index p % r (`cached_positions`).
         """
         dtype = dtype or self.compute_dtype
+        window = self.self_attention_window
+        if window:  # the cache is a ring: the last `window` positions are all that is read
+            max_decode_length = (min(max_decode_length, window)
+                                 if isinstance(max_decode_length, int)
+                                 else ops.minimum(max_decode_length, window))
         keys_values = []
         for layer in self.decoder_layers:
             attention = layer.self_attention

@@ -66,6 +66,11 @@ def transformer_spec(model, source_tokens, target_tokens, positions=DEFAULT_SINU
     import_ctranslate2()
     from ctranslate2.specs import transformer_spec as specs
 
+    if model.self_attention_window:
+        raise CTranslate2ExportError(
+            f"this model restricts self-attention to a window (hparam self_attention_window="
+            f"{model.self_attention_window}), which CTranslate2's Transformer cannot express; "
+            f"export a SavedModel with t2t_repro.exporter instead.")
     hp = model.hparams
     pre_norm = bool(hp.normalize_first)
     spec = specs.TransformerSpec.from_config(

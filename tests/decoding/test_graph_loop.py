@@ -81,11 +81,15 @@ def _traced_graph_decode(search):
                        input_signature=[tf.TensorSpec([None, None], tf.int32)])
 
 
-@pytest.mark.parametrize("position_encoding", ["sinusoidal", "learned"])
-def test_graph_decode_with_unknown_shapes_equals_the_host_call(position_encoding):
+@pytest.mark.parametrize("overrides", [
+    dict(position_encoding="sinusoidal"), dict(position_encoding="learned"),
+    # Restricted self-attention: its cache, a ring of 3 positions, sized in the graph.
+    dict(position_encoding="sinusoidal", self_attention_window=3),
+], ids=["sinusoidal", "learned", "restricted_window_3"])
+def test_graph_decode_with_unknown_shapes_equals_the_host_call(overrides):
     """Learned positions (max_length 20) cap outputs at the table: extra_length 50 would
     otherwise ask for more."""
-    model = _model(2, position_encoding=position_encoding, max_length=20)
+    model = _model(2, max_length=20, **overrides)
     search = TransformerBeamSearch(model, beam_size=3, alpha=0.6, extra_length=50)
     expected = search(SOURCES)
     # Extra padding columns change nothing.

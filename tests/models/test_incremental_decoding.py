@@ -77,6 +77,8 @@ def _full_logits(model, inputs, decoder_inputs):
             {"num_encoder_layers": 1, "num_decoder_layers": 3}, VOCAB,
             id="3_decoder_layers_1_encoder_layer",
         ),
+        # Restricted self-attention: the cache is a ring of 2 positions, rewritten 3 times.
+        pytest.param({"self_attention_window": 2}, VOCAB, id="restricted_window_2"),
     ],
 )
 def test_cached_step_logits_equal_full_forward_pass_at_every_position(
@@ -205,11 +207,13 @@ def test_decoder_layer_decode_step_equals_causal_call(normalize_first):
     assert not cached_keys[:, :, length:].any() and not cached_values[:, :, length:].any()
 
 
-def test_reordered_hypotheses_read_their_own_prefixes_without_copying_the_cache():
+@pytest.mark.parametrize("window", [0, 2])
+def test_reordered_hypotheses_read_their_own_prefixes_without_copying_the_cache(window):
     """Beam layout: hypotheses reordered at random after every step (`reorder_decode_cache`
     moves only `slots`) still get the full pass's logits over their own prefixes, and the
-    cached keys and values are never copied between slots."""
-    model = _model()
+    cached keys and values are never copied between slots; with a window of 2, in a ring of
+    2 positions that each step overwrites."""
+    model = _model(self_attention_window=window)
     beam, length = 3, 5
     rng = np.random.default_rng(4)
     memory, memory_mask = model.encode(INPUTS, training=False)
@@ -223,12 +227,33 @@ def test_reordered_hypotheses_read_their_own_prefixes_without_copying_the_cache(
             full = _full_logits(model, INPUTS, prefixes[:, hypothesis])[:, -1]
             np.testing.assert_allclose(ops.convert_to_numpy(logits[:, hypothesis]), full,
                                        atol=TOLERANCE, err_msg=f"position {position}")
-        written = [ops.convert_to_numpy(keys)[:, :, :, position] for keys, _ in
+        index = position % (window or length)
+        written = [ops.convert_to_numpy(keys)[:, :, :, index] for keys, _ in
                    cache["keys_values"]]
         parents = rng.integers(0, beam, size=(len(INPUTS), beam)).astype(np.int32)
         cache = model.reorder_decode_cache(cache, parents)
-        assert all(np.array_equal(ops.convert_to_numpy(keys)[:, :, :, position], before)
+        assert all(np.array_equal(ops.convert_to_numpy(keys)[:, :, :, index], before)
                    for (keys, _), before in zip(cache["keys_values"], written))
         chosen = np.take_along_axis(prefixes, parents[:, :, None], axis=1)
         prefixes = np.concatenate([chosen, rng.integers(2, 10, size=(len(INPUTS), beam, 1))],
                                   axis=2).astype(np.int32)
+
+
+def test_restricted_cache_holds_only_the_window():
+    """With self_attention_window = r the cache keeps min(r, length) positions per slot."""
+    model = _model(self_attention_window=3)
+    cache = model.empty_decode_cache(2, 40, beam_size=4)
+    assert cache["slots"].shape == (2, 4, 3)
+    assert all(keys.shape[3] == 3 == values.shape[3] for keys, values in cache["keys_values"])
+    assert model.empty_decode_cache(2, 2)["slots"].shape == (2, 1, 2)
+
+
+def test_window_of_at_least_the_length_equals_the_full_model():
+    """Restricted self-attention adds no weights: the same seed builds the same model, and a
+    window as long as the sequences changes no logit; a window of 2 does."""
+    decoder_inputs = ops.convert_to_numpy(shift_right(TARGETS))
+    full = _full_logits(_model(), INPUTS, decoder_inputs)
+    wide = _full_logits(_model(self_attention_window=INPUTS.shape[1]), INPUTS, decoder_inputs)
+    np.testing.assert_allclose(wide, full, atol=TOLERANCE)
+    narrow = _full_logits(_model(self_attention_window=2), INPUTS, decoder_inputs)
+    assert not np.allclose(narrow, full, atol=TOLERANCE)

@@ -2,7 +2,7 @@
 briefly to reverse sequences, CTranslate2's greedy outputs equal ours id for id and its
 teacher-forced log-probabilities equal ours within 1e-4, for post-norm (sinusoidal positions)
 and pre-norm (learned positions) models; a quantized conversion still decodes; an existing
-folder or an unknown quantization is refused."""
+folder, an unknown quantization or a restricted self-attention model is refused."""
 
 import numpy as np
 import pytest
@@ -129,3 +129,13 @@ def test_an_unknown_quantization_is_an_error_naming_the_choices(converted, tmp_p
         write_ctranslate2_model(converted["model"], SymbolProblem(), str(tmp_path / "x"),
                                 quantization="int4")
     assert not (tmp_path / "x").exists()
+
+
+def test_a_restricted_self_attention_model_is_refused(tmp_path):
+    """CTranslate2 has no windowed encoder self-attention: refuse rather than convert to a
+    model that computes something else."""
+    hparams = create_hparams("transformer_tiny", "self_attention_window=4")
+    model = Transformer(hparams, VOCAB_SIZE, VOCAB_SIZE).build_weights()
+    with pytest.raises(CTranslate2ExportError, match="self_attention_window=4.*exporter"):
+        write_ctranslate2_model(model, SymbolProblem(), str(tmp_path / "ct2"))
+    assert not (tmp_path / "ct2").exists()

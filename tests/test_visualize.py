@@ -1,0 +1,125 @@
+"""`python -m t2t_repro.visualize` on a run with random weights (the drawing needs no training):
+the arrays drawn (attention rows summing to 1, the causal zeros, the paper's sinusoids and
+schedule by hand), the PNGs' pixel sizes, the token labels, and the command line."""
+
+import math
+import os
+
+import keras
+import numpy as np
+import pytest
+from conftest import run_module
+from matplotlib import image
+
+from problems.algorithmic import AlgorithmicReverse
+from t2t_repro import hparams as hparams_lib
+from t2t_repro import visualize
+from t2t_repro.model_flags import ConfigurationError
+from t2t_repro.training.loop import build_model, compile_for_training, load_trained_model
+from t2t_repro.visualization import attention, figures
+
+SOURCE = "3 1 4 1 5"
+TARGET = "5 1 4 1 3"
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory):
+    """An --output_dir holding transformer_tiny's hparams.json and a checkpoint of random
+    weights for algorithmic_reverse, as the trainer writes them."""
+    output_dir = tmp_path_factory.mktemp("visualize_run")
+    hparams = hparams_lib.create_hparams("transformer_tiny")
+    keras.utils.set_random_seed(0)
+    model = compile_for_training(build_model("transformer", hparams, AlgorithmicReverse()),
+                                 hparams)
+    hparams_lib.save(hparams, str(output_dir))
+    model.save_weights(str(output_dir / "ckpt-1.weights.h5"))
+    return output_dir
+
+
+def test_drawn_arrays_and_png_sizes(run_dir, tmp_path):
+    problem = AlgorithmicReverse()
+    hparams = hparams_lib.load(str(run_dir))
+    model = load_trained_model("transformer", hparams, problem, str(run_dir / "ckpt-1.weights.h5"))
+    input_ids, target_ids = problem.encode(SOURCE), problem.encode(TARGET)  # 6 ids each, EOS
+    drawn = visualize.write_plots(model, problem, input_ids, target_ids, -1, str(tmp_path),
+                                  hparams, positions=50)
+    assert sorted(os.path.basename(path) for path in drawn) == [
+        "attention_decoder_self_layer1.png", "attention_encoder_decoder_layer1.png",
+        "attention_encoder_self_layer1.png", "learning_rate.png", "positional_encoding.png"]
+
+    for stack in attention.STACKS:
+        path = str(tmp_path / f"attention_{stack}_layer1.png")
+        weights = drawn[path]
+        assert weights.shape == (4, 6, 6)  # 4 heads; 6 queries and keys each side
+        np.testing.assert_allclose(weights.sum(-1), 1.0, atol=1e-5)
+        width, height = figures.heads_figure_size(4, 6, 6)
+        assert image.imread(path).shape[:2] == (round(height * figures.DPI),
+                                                 round(width * figures.DPI))
+        assert os.path.getsize(path) < 200_000
+    decoder_self = drawn[str(tmp_path / "attention_decoder_self_layer1.png")]
+    assert np.all(decoder_self[:, np.triu_indices(6, k=1)[0], np.triu_indices(6, k=1)[1]] == 0)
+
+    # The paper's sinusoids, written out: PE(pos, 2i) = sin(pos / 10000^(2i/d)), cos at 2i+1.
+    position, pair = np.meshgrid(np.arange(50), np.arange(32), indexing="ij")
+    angles = position / 10000 ** (2 * pair / 64)
+    table = drawn[str(tmp_path / "positional_encoding.png")]
+    np.testing.assert_allclose(table[:, 0::2], np.sin(angles), atol=1e-4)
+    np.testing.assert_allclose(table[:, 1::2], np.cos(angles), atol=1e-4)
+
+    # transformer_tiny: constant 2, d_model 64, warmup 400, 2000 steps.
+    rates = drawn[str(tmp_path / "learning_rate.png")]
+    assert len(rates) == 2000 and int(np.argmax(rates)) == 399
+    assert rates[399] == pytest.approx(2 * 64**-0.5 * 400**-0.5, rel=1e-5)
+    assert rates[99] == pytest.approx(2 * 64**-0.5 * 100 * 400**-1.5, rel=1e-5)
+    assert rates[1599] == pytest.approx(2 * 64**-0.5 * 1600**-0.5, rel=1e-5)
+
+
+def test_heads_figure_size_grows_with_the_sentence():
+    assert figures.heads_figure_size(8, 5, 5) == pytest.approx(
+        (4 * (figures.MIN_PANEL_INCHES + figures.LABEL_INCHES),
+         2 * (figures.MIN_PANEL_INCHES + figures.LABEL_INCHES) + figures.TITLE_INCHES))
+    width, height = figures.heads_figure_size(3, 30, 20)
+    assert width == pytest.approx(3 * (20 * figures.INCHES_PER_TOKEN + figures.LABEL_INCHES))
+    assert height == pytest.approx(math.ceil(3 / 4) * (30 * figures.INCHES_PER_TOKEN
+                                                       + figures.LABEL_INCHES)
+                                   + figures.TITLE_INCHES)
+
+
+def test_labels_name_the_tokens_and_the_decoder_positions():
+    problem = AlgorithmicReverse()
+    labels = attention.axis_labels(problem, problem.encode("3 1"), problem.encode("1 3"))
+    assert labels["encoder_self"] == (["3", "1", "</s>"], ["3", "1", "</s>"])
+    # Decoder rows: the token each position predicts; self-attention columns: its input.
+    assert labels["decoder_self"] == (["1", "3", "</s>"], ["<s>", "1", "3"])
+    assert labels["encoder_decoder"] == (["1", "3", "</s>"], ["3", "1", "</s>"])
+
+
+def test_unencodable_text_is_an_error_naming_the_flag():
+    with pytest.raises(ConfigurationError,
+                       match="--inputs: algorithmic_reverse accepts only the symbols 0..9"):
+        visualize.encode(AlgorithmicReverse(), "3 x", "inputs")
+
+
+def test_a_layer_outside_both_stacks_is_an_error_naming_the_range():
+    hparams = hparams_lib.create_hparams("transformer_tiny", "num_decoder_layers=3")
+    visualize.check_layer(hparams, 1)
+    visualize.check_layer(hparams, -2)
+    with pytest.raises(ConfigurationError, match="--layer=2 .* 2 encoder and 3 decoder layers; "
+                                                 "use 0..1"):
+        visualize.check_layer(hparams, 2)
+    with pytest.raises(ConfigurationError, match="--layer=-3"):
+        visualize.check_layer(hparams, -3)
+
+
+def test_command_line_draws_the_models_own_translation(run_dir, tmp_path):
+    plot_dir = tmp_path / "plots"
+    result = run_module("t2t_repro.visualize", "--problem=algorithmic_reverse",
+                        f"--output_dir={run_dir}", f"--inputs={SOURCE}", f"--plot_dir={plot_dir}",
+                        "--layer=0", "--schedule_hparams_set=transformer_base")
+    assert result.returncode == 0, result.stderr
+    assert "Translation (the model's own, used as the target)" in result.stderr
+    written = result.stdout.split()
+    assert [os.path.basename(path) for path in written] == [
+        "attention_encoder_self_layer0.png", "attention_decoder_self_layer0.png",
+        "attention_encoder_decoder_layer0.png", "positional_encoding.png", "learning_rate.png"]
+    assert all(os.path.getsize(path) < 200_000 for path in written)
