@@ -100,3 +100,13 @@ def read_scalars(logdir):
                     number = value.simple_value
                 scalars.setdefault(value.tag, {})[event.step] = number
     return scalars
+
+
+def attention_image_steps(output_dir):
+    """The steps of the encoder-decoder attention images a run wrote for TensorBoard."""
+    from tensorboard.backend.event_processing import event_accumulator
+
+    accumulator = event_accumulator.EventAccumulator(
+        str(output_dir / "eval_attention"), size_guidance={event_accumulator.IMAGES: 0})
+    accumulator.Reload()
+    return [event.step for event in accumulator.Images("attention/encoder_decoder")]

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from conftest import run_module
+from conftest import attention_image_steps, run_module
 from t2t_repro import registry
 from t2t_repro import usr_dir as usr_dir_lib
 from t2t_repro.training import checkpoints
@@ -93,6 +93,7 @@ def test_run_writes_its_config_resumes_from_flagfile_and_refuses_other_hparams(t
     assert evaluated.returncode == 0, evaluated.stderr
     assert "eval at step 15 |" in evaluated.stdout and "exact_match" in evaluated.stdout
     assert (output_dir / "flags.txt").read_text() == flags_before
+    assert attention_image_steps(output_dir)[-1] == 15  # TensorBoard's attention pictures
 
     hparams_before = (output_dir / "hparams.json").read_text()
     refused = run_trainer(

@@ -16,7 +16,6 @@ The training loop's calls (the chief only):
 """
 
 import collections
-import itertools
 import struct
 import time
 import zlib
@@ -41,20 +40,14 @@ AttentionImages = collections.namedtuple("AttentionImages", ["images", "descript
 def fixed_eval_example(problem, max_tokens=24, search=1000):
     """(input ids, target ids) of the first of the problem's first `search` eval examples
     whose sides both have at most `max_tokens` ids (a picture stays readable), else the
-    first example: the sentence every evaluation draws. Reads the problem's data (TensorFlow,
-    where the problem's pipeline uses it)."""
+    first example: the sentence every evaluation draws."""
     from t2t_repro.data.problem import EVAL
 
-    first = None
-    for example in itertools.islice(problem.examples(EVAL), search):
-        ids = ([int(i) for i in np.asarray(example["inputs"])],
-               [int(i) for i in np.asarray(example["targets"])])
-        if max(map(len, ids)) <= max_tokens:
-            return ids
-        first = first or ids
-    if first is None:
+    examples = [([int(i) for i in inputs], [int(i) for i in targets])
+                for inputs, targets in problem.first_examples(EVAL, search)]
+    if not examples:
         raise ValueError(f"{problem.name} has no eval examples to draw attention for.")
-    return first
+    return next((ids for ids in examples if max(map(len, ids)) <= max_tokens), examples[0])
 
 
 def pixels_per_position(length):

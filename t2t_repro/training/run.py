@@ -9,7 +9,7 @@ from t2t_repro.data.problem import EVAL, TRAIN
 from t2t_repro.hparams import HParamsError
 from t2t_repro.models.flops import training_flops
 from t2t_repro.models.transformer import DTYPE_POLICIES
-from t2t_repro.training import checkpoints, summaries
+from t2t_repro.training import attention_images, checkpoints, summaries
 from t2t_repro.training.losses import LabelSmoothedCrossEntropy, training_metrics
 from t2t_repro.training.optimizer import create_optimizer
 
@@ -113,6 +113,7 @@ class TrainingRunBase:
         )
         self.training_flops = training_flops(hparams, problem.target_vocab_size)
         self._writers = {}
+        self._attention_example = None
 
     def _report_length_filter(self, mode):
         """Says how many of the mode's examples `max_length` leaves out (never truncated)."""
@@ -195,8 +196,20 @@ class TrainingRunBase:
         if self.decode_evaluation is not None:
             scalars.update(self._decode_and_score(step))
         self._writer(EVAL).write(scalars, step)
+        if self.is_chief:
+            self._write_attention_images(step)
         self.print_fn(f"eval at step {step} | {summaries.format_scalars(scalars)}")
         return scalars
+
+    def _write_attention_images(self, step):
+        """The fixed eval sentence's attention, every head, into `<output_dir>/eval_attention`
+        (TensorBoard's images tab), so that a user watching the run sees the heads form."""
+        if self._attention_example is None:
+            self._attention_example = attention_images.fixed_eval_example(self.problem)
+        images = attention_images.attention_images(self.model, self.problem,
+                                                   *self._attention_example)
+        attention_images.write_attention_images(
+            os.path.join(self.output_dir, attention_images.ATTENTION_DIR), step, images)
 
     def _decode_and_score(self, step):
         """The decode evaluation's metrics; writes its texts beside the eval events, so that

@@ -142,7 +142,7 @@ def jax_trainer(*flags, compilation_cache=None):
 
 
 def test_the_trainer_trains_and_resumes_under_jax_without_tensorflow(tmp_path):
-    from conftest import read_scalars
+    from conftest import attention_image_steps, read_scalars
 
     output_dir = tmp_path / "run"
     common = ["--problem=algorithmic_reverse", "--hparams_set=transformer_tiny",
@@ -162,6 +162,8 @@ def test_the_trainer_trains_and_resumes_under_jax_without_tensorflow(tmp_path):
     assert sorted(evaluation["accuracy"]) == [10, 20, 30]
     assert list(evaluation["exact_match"]) == [30]  # the decode evaluation ran at step 30
     assert evaluation["loss"][30] < evaluation["loss"][10]
+    assert attention_image_steps(output_dir) == [10, 20, 30]
+
 
 
 def test_the_jax_trainer_refuses_multi_worker_and_float16_clearly(tmp_path):
