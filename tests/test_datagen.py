@@ -28,8 +28,12 @@ def test_generates_translate_ende_once(multi30k_tmp_dir, tmp_path):
     assert first.returncode == 0, first.stderr
     assert sorted(os.listdir(data_dir)) == [
         "translate_ende-eval-00000-of-00001.tfrecord",
+        "translate_ende-eval.ids.npy",
+        "translate_ende-eval.offsets.npy",
         "translate_ende-train-00000-of-00002.tfrecord",
         "translate_ende-train-00001-of-00002.tfrecord",
+        "translate_ende-train.ids.npy",
+        "translate_ende-train.offsets.npy",
         "translate_ende.datagen.json",
         "translate_ende.spm.model",
         "translate_ende.spm.vocab",

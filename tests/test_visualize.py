@@ -15,7 +15,7 @@ from problems.algorithmic import AlgorithmicReverse
 from t2t_repro import hparams as hparams_lib
 from t2t_repro import visualize
 from t2t_repro.model_flags import ConfigurationError
-from t2t_repro.training.loop import build_model, compile_for_training, load_trained_model
+from t2t_repro.training.run import build_model, compile_for_training, load_trained_model
 from t2t_repro.visualization import attention, figures
 
 SOURCE = "3 1 4 1 5"

@@ -10,7 +10,10 @@ In one run, on this machine:
   3. the peer: the same records through the per-example pipeline tensor2tensor and the TF
      Model Garden use (parse each record, filter, a 10k shuffle buffer, then
      `bucket_by_sequence_length` with t2t's bucket boundaries);
-  4. transformer_base (paper sizes) training steps on batches of our pipeline, timed after a
+  4. the TensorFlow-free pipeline of training under JAX (`data.array_batches`) over the same
+     examples' token arrays, beside ours on tf.data: batches as tf.data's, and padded to the
+     bucket shapes the JAX trainer uses;
+  5. transformer_base (paper sizes) training steps on batches of our pipeline, timed after a
      warm-up step: the rate training consumes data.
 Tokens are real (non-padding) source plus target tokens. Multi30k has no WMT download: the
 files come from `--data_root` (the project's shared data), laid out as translate_ende expects.
@@ -75,6 +78,16 @@ def our_pipeline(problem, hparams, seed):
     return features.map(lambda features, targets: features)
 
 
+def array_pipeline(problem, hparams, seed, fixed_shapes):
+    """One shuffled training pass of the NumPy pipeline over the token arrays."""
+    from t2t_repro.data.array_batches import ArrayBatches
+    from t2t_repro.data.problem import TRAIN
+
+    batches = ArrayBatches(problem.token_arrays(TRAIN), hparams.batch_size, hparams.max_length,
+                           shuffle=True, seed=seed, fixed_shapes=fixed_shapes)
+    return (features for features, _ in batches)
+
+
 def timed_pass(dataset):
     """(seconds, pairs, tokens) of one full pass; tokens are non-padding ids."""
     import numpy as np
@@ -82,7 +95,7 @@ def timed_pass(dataset):
     started = time.perf_counter()
     pairs = tokens = 0
     for batch in dataset:
-        inputs, targets = batch["inputs"].numpy(), batch["targets"].numpy()
+        inputs, targets = np.asarray(batch["inputs"]), np.asarray(batch["targets"])
         pairs += inputs.shape[0]
         tokens += int(np.count_nonzero(inputs)) + int(np.count_nonzero(targets))
     return time.perf_counter() - started, pairs, tokens
@@ -147,12 +160,20 @@ def main(argv):
         ours = pipeline_rates(lambda seed: our_pipeline(problem, hparams, seed), args.passes)
         peer = pipeline_rates(lambda seed: per_example_pipeline(problem, hparams, seed),
                               args.passes)
+        arrays = pipeline_rates(lambda seed: array_pipeline(problem, hparams, seed, False),
+                                args.passes)
+        bucketed = pipeline_rates(lambda seed: array_pipeline(problem, hparams, seed, True),
+                                  args.passes)
         training = training_rates(problem, hparams, args.train_steps, args.train_batch_size)
 
     rows = [
         ("datagen, Multi30k + newstest2013", datagen_seconds, "s", "", None),
         ("pipeline, sentence pairs", ours[0], "pairs/s", "t2t per-example", peer[0]),
         ("pipeline, tokens", ours[1], "tok/s", "t2t per-example", peer[1]),
+        ("NumPy token arrays (no TensorFlow), pairs", arrays[0], "pairs/s", "ours on tf.data",
+         ours[0]),
+        ("NumPy token arrays, bucket shapes (JAX trainer), pairs", bucketed[0], "pairs/s",
+         "ours on tf.data", ours[0]),
         ("pipeline vs training, pairs", ours[0], "pairs/s", "transformer_base training",
          training[0]),
         ("pipeline vs training, tokens", ours[1], "tok/s", "transformer_base training",

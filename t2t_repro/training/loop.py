@@ -83,19 +83,24 @@ class TrainingRun(TrainingRunBase):
             )
         return iter(self._train_dataset)
 
-    def _eval_scalars(self):
+    def eval_dataset(self):
+        """The eval batches, built once: rows a multiple of the replicas, which share each
+        batch (under a multi-worker strategy each worker reads them all alone)."""
         if self._eval_dataset is None:
             self._report_length_filter(EVAL)
             replicas = (1 if strategy_lib.is_multi_worker(self.strategy)  # read locally
                         else self.strategy.num_replicas_in_sync)
             self._eval_dataset = self.problem.dataset(EVAL, self.hparams, num_replicas=replicas)
+        return self._eval_dataset
+
+    def _eval_scalars(self):
         if strategy_lib.is_multi_worker(self.strategy):
-            return evaluate_locally(self.model, self._eval_dataset, self.hparams.label_smoothing,
+            return evaluate_locally(self.model, self.eval_dataset(), self.hparams.label_smoothing,
                                     self.eval_steps)
         with warnings.catch_warnings():
             # Reading the eval set to its end is the point, not the accident Keras warns of.
             warnings.filterwarnings("ignore", message="Your input ran out of data")
             logs = self.model.evaluate(
-                self._eval_dataset, steps=self.eval_steps or None, verbose=0, return_dict=True
+                self.eval_dataset(), steps=self.eval_steps or None, verbose=0, return_dict=True
             )
         return summaries.reported_scalars(logs)

@@ -25,7 +25,7 @@ _REPORTED_METRICS = {
 
 class ScalarWriter:
     """Writes named scalars at a step into a new event file in `logdir` (created if need be),
-    `events.out.tfevents.<time>.<host>.<pid>.<n>`, as TensorFlow names them."""
+    `events.out.tfevents.<time>.<host>.<pid>.<n>.v2`, as TensorFlow names them."""
 
     _files_opened = 0
 
@@ -33,7 +33,7 @@ class ScalarWriter:
         os.makedirs(logdir, exist_ok=True)
         ScalarWriter._files_opened += 1
         name = (f"events.out.tfevents.{int(time.time()):010d}.{socket.gethostname()}."
-                f"{os.getpid()}.{ScalarWriter._files_opened}")
+                f"{os.getpid()}.{ScalarWriter._files_opened}.v2")
         self._file = open(os.path.join(logdir, name), "ab")
         self._records = RecordWriter(self._file)
         self._write(event_pb2.Event(wall_time=time.time(), file_version="brain.Event:2"))

@@ -114,6 +114,8 @@ def test_datagen_writes_vocabulary_shards_and_metadata(ende_data_dir, multi30k_t
     assert sorted(os.listdir(ende_data_dir)) == sorted([
         "translate_ende.spm.model", "translate_ende.spm.vocab", "translate_ende.datagen.json",
         "translate_ende-eval-00000-of-00001.tfrecord", *train_shards,
+        *(f"translate_ende-{mode}.{kind}.npy" for mode in ("train", "eval")
+          for kind in ("ids", "offsets")),  # token arrays: training without TensorFlow
     ])
 
     metadata = json.loads((ende_data_dir / "translate_ende.datagen.json").read_text())

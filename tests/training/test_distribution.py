@@ -102,7 +102,7 @@ TRAIN_AND_EVALUATE_MIRRORED = textwrap.dedent(
     run = TrainingRun(problem, hparams, tempfile.mkdtemp(), strategy, eval_every=8,
                       eval_steps=6, log_every=8, print_fn=lambda *args: None)
     rows = [int(features["inputs"].shape[0])
-            for features, _ in run._dataset("eval")]
+            for features, _ in run.eval_dataset()]
     json.dump({"eval": run.train(8), "eval_batch_rows": rows}, sys.stdout)
     """
 )
