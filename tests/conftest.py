@@ -12,6 +12,25 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 import pytest  # noqa: E402
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
+TESTS_DIR = REPO_ROOT / "tests"
+# The files that each take one xdist worker a minute or more, slowest first (measured with
+# --durations). Collected first, pytest-xdist (--dist loadfile) hands them out first and the
+# many short files fill in at the end, instead of one worker starting a long file while the
+# other has nothing left.
+SLOW_FILES_FIRST = (
+    "serving/test_exporter.py", "training/test_train_step.py", "test_trainer.py",
+    "training/test_multi_worker_training.py", "test_decoder.py", "test_trainer_faults.py",
+    "test_trainer_real_problems.py", "test_decoder_input.py", "training/test_loop.py",
+    "training/test_distribution.py", "training/test_jax_training.py",
+)
+
+
+def pytest_collection_modifyitems(items):
+    def rank(item):
+        path = item.path.relative_to(TESTS_DIR).as_posix()
+        return SLOW_FILES_FIRST.index(path) if path in SLOW_FILES_FIRST else len(SLOW_FILES_FIRST)
+
+    items.sort(key=rank)  # stable: the rest keep their order
 
 
 def run_module(module, *args, timeout=300, input=None):
