@@ -1,8 +1,10 @@
 """The Keras backend a command will run on, known before Keras is imported: entry points
 import TensorFlow (quietly, `quiet_tensorflow`) only when it is the backend."""
 
+import importlib.abc
 import json
 import os
+import sys
 
 
 def keras_backend_name():
@@ -21,3 +23,29 @@ def keras_backend_name():
 
 def is_tensorflow():
     return keras_backend_name() == "tensorflow"
+
+
+class _HideTensorFlow(importlib.abc.MetaPathFinder):
+    """Makes `import tensorflow` fail, as where it is not installed."""
+
+    def find_spec(self, name, path, target=None):
+        if name.split(".")[0] == "tensorflow":
+            raise ModuleNotFoundError(f"No module named '{name}' (hidden)", name=name)
+        return None
+
+
+def set_random_seed(seed):
+    """`keras.utils.set_random_seed`: Python's, NumPy's and Keras's seeds. Keras also seeds
+    TensorFlow wherever it is installed, importing it; on another backend it is hidden from
+    that call, so that training on JAX imports no TensorFlow (its tf.data is not used there)."""
+    import keras
+
+    if is_tensorflow():
+        keras.utils.set_random_seed(seed)
+        return
+    hide = _HideTensorFlow()
+    sys.meta_path.insert(0, hide)
+    try:
+        keras.utils.set_random_seed(seed)
+    finally:
+        sys.meta_path.remove(hide)

@@ -166,6 +166,10 @@ def tensorflow_training_run(problem, hparams, **settings):
 
 
 def jax_training_run(problem, hparams, **settings):
+    import logging
+
+    # JAX logs at INFO that it found no TPU library, on every machine without one.
+    logging.getLogger("jax._src.xla_bridge").setLevel(logging.WARNING)
     import jax
 
     from t2t_repro.training.jax_run import JaxTrainingRun
@@ -184,8 +188,6 @@ def jax_training_run(problem, hparams, **settings):
 
 
 def run():
-    import keras
-
     problem = problem_flags.create_problem()
     hparams = model_flags.resolve_hparams(FLAGS.output_dir)
     model_flags.check_model_name()
@@ -193,7 +195,7 @@ def run():
         problem.generate_data(FLAGS.tmp_dir, download=FLAGS.download)
     problem.check_data()  # before anything is written to --output_dir
     if FLAGS.random_seed is not None:
-        keras.utils.set_random_seed(FLAGS.random_seed)
+        backend.set_random_seed(FLAGS.random_seed)
     create_run = tensorflow_training_run if backend.is_tensorflow() else jax_training_run
     run = create_run(
         problem,

@@ -2,7 +2,7 @@
 one image per stack (encoder self-attention, decoder self-attention, encoder-decoder
 attention), layers down and heads across, so that a user watching a run sees the heads form.
 
-Written with the tensorboard package's protos and event writer, without TensorFlow (and PNGs
+Written with the tensorboard package's protos and `summaries.EventWriter`, without TensorFlow (and PNGs
 encoded here with zlib), so it runs on every backend. Images go to a directory of their own,
 one small event file per call, each complete when the call returns: TensorBoard reads a
 directory's event files one after another, which a second writer appending to the `eval/`
@@ -106,7 +106,8 @@ def write_attention_images(logdir, step, attention):
     """Writes `attention` (from `attention_images`) to a new event file in `logdir` as image
     summaries tagged attention/<stack>, at `step`."""
     from tensorboard.compat.proto import event_pb2, summary_pb2
-    from tensorboard.summary.writer.event_file_writer import EventFileWriter
+
+    from t2t_repro.training.summaries import EventWriter
 
     values = []
     for stack, image in attention.images.items():
@@ -117,7 +118,7 @@ def write_attention_images(logdir, step, attention):
                 display_name=STACK_TITLES[stack], summary_description=attention.description),
             image=summary_pb2.Summary.Image(height=height, width=width, colorspace=channels,
                                             encoded_image_string=png_bytes(image))))
-    writer = EventFileWriter(logdir)
-    writer.add_event(event_pb2.Event(wall_time=time.time(), step=step,
-                                     summary=summary_pb2.Summary(value=values)))
+    writer = EventWriter(logdir)
+    writer.write(event_pb2.Event(wall_time=time.time(), step=step,
+                                 summary=summary_pb2.Summary(value=values)))
     writer.close()

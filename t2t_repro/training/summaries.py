@@ -23,30 +23,42 @@ _REPORTED_METRICS = {
 }
 
 
-class ScalarWriter:
-    """Writes named scalars at a step into a new event file in `logdir` (created if need be),
-    `events.out.tfevents.<time>.<host>.<pid>.<n>.v2`, as TensorFlow names them."""
+class EventWriter:
+    """Writes `Event` protos into a new event file in `logdir` (created if need be),
+    `events.out.tfevents.<time>.<host>.<pid>.<n>.v2`, as TensorFlow names them. TensorBoard's
+    own `EventFileWriter` would import TensorFlow wherever it is installed."""
 
     _files_opened = 0
 
     def __init__(self, logdir):
         os.makedirs(logdir, exist_ok=True)
-        ScalarWriter._files_opened += 1
+        EventWriter._files_opened += 1
         name = (f"events.out.tfevents.{int(time.time()):010d}.{socket.gethostname()}."
-                f"{os.getpid()}.{ScalarWriter._files_opened}.v2")
+                f"{os.getpid()}.{EventWriter._files_opened}.v2")
         self._file = open(os.path.join(logdir, name), "ab")
         self._records = RecordWriter(self._file)
-        self._write(event_pb2.Event(wall_time=time.time(), file_version="brain.Event:2"))
+        self.write(event_pb2.Event(wall_time=time.time(), file_version="brain.Event:2"))
+
+    def write(self, event):
+        """Appends `event` and flushes, so that a reader (or a kill) sees it whole."""
+        self._records.write(event.SerializeToString())
+        self._file.flush()
+
+    def close(self):
+        self._file.close()
+
+
+class ScalarWriter:
+    """Writes named scalars at a step into one TensorBoard event directory."""
+
+    def __init__(self, logdir):
+        self._events = EventWriter(logdir)
 
     def write(self, scalars, step):
         values = [summary_pb2.Summary.Value(tag=name, simple_value=float(value))
                   for name, value in scalars.items()]
-        self._write(event_pb2.Event(wall_time=time.time(), step=step,
-                                    summary=summary_pb2.Summary(value=values)))
-
-    def _write(self, event):
-        self._records.write(event.SerializeToString())
-        self._file.flush()
+        self._events.write(event_pb2.Event(wall_time=time.time(), step=step,
+                                           summary=summary_pb2.Summary(value=values)))
 
 
 class NoWriter:

@@ -1,5 +1,5 @@
-"""The JAX half of test_jax_training: run as a script with KERAS_BACKEND=jax, TensorFlow made
-unimportable, and two host devices.
+"""The JAX half of test_jax_training: run as a script with KERAS_BACKEND=jax and two host
+devices; it fails if it imported any TensorFlow module.
 
     python jax_worker.py CASES.npz OUTPUT_DIR
 
@@ -19,13 +19,12 @@ import sys
 
 os.environ["KERAS_BACKEND"] = "jax"
 os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=2"
-sys.modules["tensorflow"] = None  # any import of TensorFlow fails
-
 import jax  # noqa: E402
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
 from step_cases import new_model  # noqa: E402
+from tensorflow_modules import exit_if_tensorflow_was_imported  # noqa: E402
 from t2t_repro.hparams import create_hparams  # noqa: E402
 from t2t_repro.training.jax_run import data_parallel_placement  # noqa: E402
 from t2t_repro.training.jax_train_step import JaxTrainStep  # noqa: E402
@@ -73,3 +72,4 @@ results["two_devices_loss"] = loss
 results.update({f"two_devices_weight_{i}": w for i, w in enumerate(weights)})
 
 np.savez(os.path.join(output_dir, "results.npz"), **results)
+exit_if_tensorflow_was_imported()

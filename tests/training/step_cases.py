@@ -4,6 +4,8 @@ counts, their union as one padded batch, and a tiny Transformer compiled as the 
 import keras
 import numpy as np
 
+from t2t_repro import backend
+
 VOCAB = 12
 # Adam divides by √v + ε: with the paper's ε = 1e-9, a gradient entry near 1e-9 (a sum that
 # nearly cancels) makes the update lr·g/(|g| + ε) swing by up to lr on float32 rounding alone,
@@ -53,7 +55,7 @@ def new_model(hparams, seed=1, dtype_policy="float32"):
     from t2t_repro.models.transformer import Transformer
     from t2t_repro.training.run import compile_for_training
 
-    keras.utils.set_random_seed(seed)
+    backend.set_random_seed(seed)  # under JAX too, without importing TensorFlow
     model = Transformer(hparams, VOCAB, VOCAB, dtype=dtype_policy).build_weights()
     return compile_for_training(model, hparams)
 
