@@ -61,8 +61,7 @@ class ArrayBatches:
 
     def __init__(self, arrays, budget, max_length, shuffle=False, repeat=False, seed=None,
                  rows_multiple=1, fixed_shapes=False):
-        bucketed_max = int(bucket_length([max_length], max_length)[0])
-        if budget < bucketed_max * rows_multiple:
+        if budget < max_length * rows_multiple:  # max_length is its own bucket
             raise ValueError(
                 f"batch_size ({budget} tokens) must be at least max_length ({max_length}) × "
                 f"{rows_multiple} device(s), or the longest examples could never fit in a "
