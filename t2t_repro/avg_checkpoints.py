@@ -10,21 +10,21 @@ itself an output_dir to decode from. The run's own checkpoints are only read.
 
 import json
 import os
-import sys
 
 from t2t_repro import quiet_tensorflow
 
 quiet_tensorflow.import_tensorflow()  # before anything imports it: see the module
 
-from absl import app, flags  # noqa: E402
+from absl import flags  # noqa: E402
 
+from t2t_repro import command_line, run_flags  # noqa: E402,F401 (run_flags: --output_dir)
 from t2t_repro.atomic_files import write_text_atomically  # noqa: E402
-from t2t_repro.command_line import FlagAlias, apply_flag_aliases, exit_on_usage_errors  # noqa: E402
+from t2t_repro.command_line import FlagAlias, apply_flag_aliases, check_usage  # noqa: E402
+from t2t_repro.errors import ConfigurationError  # noqa: E402
 from t2t_repro.hparams import HPARAMS_FILENAME  # noqa: E402
 
 FLAGS = flags.FLAGS
 
-flags.DEFINE_string("output_dir", None, "The training run whose checkpoints are averaged.")
 flags.DEFINE_integer("n", 5, "How many of the newest checkpoints to average (paper: 5 for "
                      "base, 20 for big).", lower_bound=1)
 flags.DEFINE_string("avg_dir", None, "Where the average goes (default: <output_dir>/averaged).")
@@ -35,10 +35,6 @@ ALIASES = (FlagAlias("num_last_checkpoints", "n"),)
 
 # The trainer's (t2t_repro.trainer defines flags of the same names, so it is not imported).
 FLAGS_FILENAME = "flags.txt"
-
-
-class ConfigurationError(Exception):
-    """Nothing to average, or nowhere safe to put it; the message says which."""
 
 
 def copy_run_config(output_dir, avg_dir):
@@ -89,16 +85,11 @@ def average_last(output_dir, n, avg_dir):
 
 
 def main(argv):
-    exit_on_usage_errors(argv, ("output_dir",))
+    check_usage(argv, ("output_dir",))
     apply_flag_aliases(ALIASES)
-    from t2t_repro.training.averaging import CheckpointLayoutError
-
     avg_dir = FLAGS.avg_dir or os.path.join(FLAGS.output_dir, "averaged")
-    try:
-        average_last(FLAGS.output_dir, FLAGS.n, avg_dir)
-    except (ConfigurationError, CheckpointLayoutError) as error:
-        sys.exit(f"error: {error}")
+    average_last(FLAGS.output_dir, FLAGS.n, avg_dir)
 
 
 if __name__ == "__main__":
-    app.run(main)
+    command_line.run(main)

@@ -8,11 +8,11 @@ figure to compare with other work; the tokenized, compound-split BLEU is the pap
 comparable only with figures computed the same way.
 """
 
-import sys
+from absl import flags
 
-from absl import app, flags
-
-from t2t_repro.command_line import exit_on_usage_errors
+from t2t_repro import command_line
+from t2t_repro.command_line import check_usage
+from t2t_repro.errors import ConfigurationError
 from t2t_repro.text_lines import TextLinesError, read_lines
 
 FLAGS = flags.FLAGS
@@ -26,25 +26,25 @@ flags.DEFINE_string("language", "de",
 
 def read_flagged_lines(flag_name):
     """The lines of the file that --<flag_name> names (split as every command splits them,
-    see t2t_repro.text_lines); exits with a one-line error if unreadable."""
+    see t2t_repro.text_lines); a file that cannot be read is a ConfigurationError."""
     path = FLAGS[flag_name].value
     try:
         return read_lines(path)
     except OSError as error:
-        sys.exit(f"error: cannot read --{flag_name}={path}: {error.strerror}.")
+        raise ConfigurationError(f"cannot read --{flag_name}={path}: {error.strerror}.") from error
     except TextLinesError as error:
-        sys.exit(f"error: --{flag_name}: {error}")
+        raise ConfigurationError(f"--{flag_name}: {error}") from error
 
 
 def main(argv):
-    exit_on_usage_errors(argv, ("translation", "reference"))
+    check_usage(argv, ("translation", "reference"))
     translation, reference = read_flagged_lines("translation"), read_flagged_lines("reference")
     if len(translation) != len(reference):
-        sys.exit(f"error: --translation={FLAGS.translation} has {len(translation)} lines but "
+        raise ConfigurationError(f"--translation={FLAGS.translation} has {len(translation)} lines but "
                  f"--reference={FLAGS.reference} has {len(reference)}; BLEU needs one reference "
                  f"line per translated line.")
     if not translation:
-        sys.exit("error: both files are empty; there is nothing to score.")
+        raise ConfigurationError("both files are empty; there is nothing to score.")
 
     from t2t_repro.metrics import bleu
 
@@ -52,4 +52,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    app.run(main)
+    command_line.run(main)

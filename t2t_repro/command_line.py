@@ -1,20 +1,45 @@
-"""The usage checks every `python -m t2t_repro.<command>` makes before any work, and the
-tensor2tensor flag names accepted as aliases of ours."""
+"""How every `python -m t2t_repro.<command>` starts and ends: its flags parsed by absl, the
+usage checks made before any work, tensor2tensor's flag names accepted as aliases of ours, and
+a user's mistake reported as one line."""
 
+import functools
 import sys
 from typing import Callable, NamedTuple
 
-from absl import flags
+from absl import app, flags
+
+from t2t_repro.errors import ConfigurationError, UserError
 
 
-def exit_on_usage_errors(argv, required_flags=(), hint="see --help"):
-    """Exits with a one-line error when there are positional arguments (absl leaves anything
+def report_user_errors(main):
+    """`main` that reports a UserError, or a file that cannot be read or written (OSError), as
+    `error: <message>` and exit status 1 instead of a traceback."""
+
+    @functools.wraps(main)
+    def main_reporting_user_errors(argv):
+        try:
+            return main(argv)
+        except (UserError, OSError) as error:
+            sys.exit(f"error: {error}")
+
+    return main_reporting_user_errors
+
+
+def run(main):
+    """The entry point of a command: absl parses the flags, then `main(argv)` runs with user
+    errors reported as one line."""
+    app.run(report_user_errors(main))
+
+
+def check_usage(argv, required_flags=(), hint="see --help"):
+    """Raises ConfigurationError when there are positional arguments (absl leaves anything
     that is not `--name=value` in argv) or a flag of `required_flags` is unset."""
     if len(argv) > 1:
-        sys.exit(f"error: unexpected arguments {argv[1:]}; flags look like --name=value.")
+        raise ConfigurationError(f"unexpected arguments {argv[1:]}; flags look like "
+                                 f"--name=value.")
     missing = [name for name in required_flags if not flags.FLAGS[name].value]
     if missing:
-        sys.exit(f"error: missing {', '.join('--' + name for name in missing)}; {hint}.")
+        raise ConfigurationError(f"missing {', '.join('--' + name for name in missing)}; {hint}.")
 
 
 class FlagAlias(NamedTuple):
@@ -27,8 +52,8 @@ class FlagAlias(NamedTuple):
 
 
 def apply_flag_aliases(aliases, flag_values=flags.FLAGS):
-    """Copies each alias given on the command line into its canonical flag; exits with a
-    one-line error when both are given with different meanings."""
+    """Copies each alias given on the command line into its canonical flag; raises
+    ConfigurationError when both are given with different meanings."""
     for alias in aliases:
         given = flag_values[alias.name]
         if not given.present:
@@ -36,7 +61,7 @@ def apply_flag_aliases(aliases, flag_values=flags.FLAGS):
         value = alias.convert(given.value)
         canonical = flag_values[alias.canonical]
         if canonical.present and canonical.value != value:
-            sys.exit(f"error: --{alias.name}={given.value} (tensor2tensor's name for "
+            raise ConfigurationError(f"--{alias.name}={given.value} (tensor2tensor's name for "
                      f"--{alias.canonical}, i.e. --{alias.canonical}={value}) contradicts "
                      f"--{alias.canonical}={canonical.value}; give only one of them.")
         canonical.value = value

@@ -9,32 +9,22 @@ lists them); WMT14 is downloaded through tensorflow-datasets when they are absen
 again with the data present does nothing.
 """
 
-import sys
-
 from t2t_repro import quiet_tensorflow
 
 quiet_tensorflow.import_tensorflow()  # before anything imports it: see the module
 
-from absl import app  # noqa: E402
-
-from t2t_repro import problem_flags, usr_dir  # noqa: E402
-from t2t_repro.command_line import exit_on_usage_errors  # noqa: E402
+from t2t_repro import command_line, problem_flags, usr_dir  # noqa: E402
+from t2t_repro.command_line import check_usage  # noqa: E402
 
 FLAGS = problem_flags.FLAGS
 
 
 def main(argv):
-    exit_on_usage_errors(argv, ("problem", "data_dir"))
+    check_usage(argv, ("problem", "data_dir"))
     usr_dir.import_flagged_usr_dir()
-    from t2t_repro.hparams import HParamsError
-    from t2t_repro.registry import RegistryError
-
-    try:
-        problem = problem_flags.create_problem()
-        problem.generate_data(FLAGS.tmp_dir, download=FLAGS.download)
-    except (RegistryError, HParamsError, *problem_flags.data_errors()) as error:
-        sys.exit(f"error: {error}")
+    problem = problem_flags.create_problem()
+    problem.generate_data(FLAGS.tmp_dir, download=FLAGS.download)
 
 
 if __name__ == "__main__":
-    app.run(main)
+    command_line.run(main)

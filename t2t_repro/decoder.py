@@ -11,7 +11,6 @@ or a directory such as avg_checkpoints' output). With --decode_reference it prin
 problem's scores: sacreBLEU and the paper's tokenized BLEU for translation.
 """
 
-import os
 import sys
 import time
 
@@ -19,13 +18,13 @@ from t2t_repro import quiet_tensorflow
 
 quiet_tensorflow.import_tensorflow()  # before anything imports it: see the module
 
-from absl import app, flags  # noqa: E402
+from absl import flags  # noqa: E402
 
-from t2t_repro import problem_flags, trained_model_flags, usr_dir  # noqa: E402
+from t2t_repro import command_line, problem_flags, trained_model_flags  # noqa: E402
+from t2t_repro.atomic_files import write_text_atomically  # noqa: E402
 from t2t_repro.beam_lines import beams_line  # noqa: E402
-from t2t_repro.command_line import exit_on_usage_errors  # noqa: E402
-from t2t_repro.model_flags import ConfigurationError  # noqa: E402
-from t2t_repro.text_lines import TextLinesError, iter_lines, read_lines  # noqa: E402
+from t2t_repro.errors import ConfigurationError  # noqa: E402
+from t2t_repro.text_lines import iter_lines, read_lines  # noqa: E402
 
 FLAGS = flags.FLAGS
 
@@ -35,14 +34,6 @@ flags.DEFINE_string("decode_to_file", None,
                     "Where the decodes go, one per line (default: stdout).")
 flags.DEFINE_string("decode_reference", None,
                     "Reference text aligned with --decode_from_file: print the problem's scores.")
-
-
-def write_lines_atomically(lines, path):
-    """Writes under a temporary name first, so an interrupted run leaves no half file."""
-    partial = f"{path}.partial"
-    with open(partial, "w", encoding="utf-8") as f:
-        f.writelines(line + "\n" for line in lines)
-    os.replace(partial, path)
 
 
 class ProgressPrinter:
@@ -71,7 +62,7 @@ def blank_beams(decode_hparams):
     return [("", 0.0)] * decode_hparams.beam_size
 
 
-def output_line(beams, return_beams):
+def decode_output_line(beams, return_beams):
     """The best hypothesis, or with `return_beams` every one and its score, tab-separated."""
     return beams_line(beams) if return_beams else beams[0][0]
 
@@ -125,9 +116,9 @@ def decode_file(problem, search, decode_hparams, sources, id_lists, references):
                                   [ids for ids, skip in zip(id_lists, blank) if not skip],
                                   decode_hparams.batch_size, ProgressPrinter()))
     beams = [blank_beams(decode_hparams) if skip else next(decoded) for skip in blank]
-    lines = [output_line(hypotheses, decode_hparams.return_beams) for hypotheses in beams]
+    lines = [decode_output_line(hypotheses, decode_hparams.return_beams) for hypotheses in beams]
     if FLAGS.decode_to_file:
-        write_lines_atomically(lines, FLAGS.decode_to_file)
+        write_text_atomically(FLAGS.decode_to_file, "".join(line + "\n" for line in lines))
         print(f"Wrote {len(lines)} decodes to {FLAGS.decode_to_file}.", file=sys.stderr)
     else:
         print("\n".join(lines))
@@ -153,7 +144,8 @@ def decode_interactively(problem, search, decode_hparams):
         if line is None:
             return
         if is_blank(line):
-            print(output_line(blank_beams(decode_hparams), decode_hparams.return_beams), flush=True)
+            print(decode_output_line(blank_beams(decode_hparams), decode_hparams.return_beams),
+                  flush=True)
             continue
         try:
             ids = problem.encode(line)
@@ -162,7 +154,7 @@ def decode_interactively(problem, search, decode_hparams):
             print(f"error: stdin line {line_number} skipped: {error}", file=sys.stderr, flush=True)
             continue
         beams = decode_encoded(problem, search, [ids], batch_size=1)[0]
-        print(output_line(beams, decode_hparams.return_beams), flush=True)
+        print(decode_output_line(beams, decode_hparams.return_beams), flush=True)
 
 
 def run():
@@ -187,10 +179,9 @@ def run():
 
 
 def main(argv):
-    exit_on_usage_errors(argv, ("problem", "output_dir"), hint="see --helpfull")
-    usr_dir.import_flagged_usr_dir()
-    trained_model_flags.run_reporting_errors(run, TextLinesError)
+    trained_model_flags.start_trained_run_command(argv)
+    run()
 
 
 if __name__ == "__main__":
-    app.run(main)
+    command_line.run(main)

@@ -1,49 +1,67 @@
-"""Exports a trained model as a SavedModel that takes text and returns text (TF Serving's layout).
+"""Exports a trained model in one of two formats, as OpenNMT-tf's exporters do.
 
-    python -m t2t_repro.exporter --problem=translate_ende --data_dir=D --output_dir=RUN \\
-        [--checkpoint_path=RUN/avg] [--export_dir=RUN/export] \\
+    python -m t2t_repro.exporter --output_dir=RUN [--export_format=saved_model] \\
+        [--checkpoint_path=RUN/avg] [--export_dir=RUN/export] [--version=N] \\
         [--decode_hparams="beam_size=4,alpha=0.6,extra_length=50"] [--max_input_tokens=N]
+    python -m t2t_repro.exporter --output_dir=RUN --export_format=ctranslate2 \\
+        [--export_dir=RUN/ctranslate2] [--quantization=int8]
 
-writes `<export_dir>/<version>/` (version: the checkpoint's step unless --version), never over an
-earlier version. The hparams and weights are found as the decoder finds them; the decode
+`saved_model`: a SavedModel that takes text and returns text, in TF Serving's layout; the decode
 hparams are baked into the graph. Serve it with `python -m t2t_repro.serve` or TF Serving.
+`ctranslate2`: CTranslate2's model folder with the problem's sentencepiece model beside it, for
+inference without TensorFlow (`t2t_repro.serving.ctranslate2_model` says how to translate with
+it; needs the `bench` extra). Either is written as `<export_dir>/<version>/` (version: the
+checkpoint's step unless --version), never over an earlier version. The problem, data and
+hparams are the run's (its flags.txt and hparams.json), the weights its newest checkpoint.
 """
 
-import datetime
+import os
 import sys
 
 from t2t_repro import quiet_tensorflow
 
 quiet_tensorflow.import_tensorflow()  # before anything imports it: see the module
 
-from absl import app, flags, logging  # noqa: E402
+from absl import flags, logging  # noqa: E402
 
-from t2t_repro import problem_flags, trained_model_flags, usr_dir  # noqa: E402
-from t2t_repro.command_line import exit_on_usage_errors  # noqa: E402
+from t2t_repro import command_line, problem_flags, run_folder, trained_model_flags  # noqa: E402
+from t2t_repro.errors import ConfigurationError  # noqa: E402
 
 FLAGS = flags.FLAGS
 
-flags.DEFINE_string("export_dir", None, "Where versions go (default: <output_dir>/export).")
+EXPORT_FORMATS = ("saved_model", "ctranslate2")
+_DEFAULT_SUBDIRS = {"saved_model": run_folder.EXPORT_SUBDIR,
+                    "ctranslate2": run_folder.CTRANSLATE2_SUBDIR}
+
+flags.DEFINE_enum("export_format", "saved_model", EXPORT_FORMATS,
+                  "saved_model (text in, text out, for TF Serving) or ctranslate2.")
 flags.DEFINE_integer("version", None,
                      "The version folder's number (default: the checkpoint's step).")
 flags.DEFINE_integer("max_input_tokens", None,
-                     "The longest input accepted, in tokens with EOS (default: hparam "
-                     "max_length); longer inputs are an error, never truncated.")
+                     "saved_model: the longest input accepted, in tokens with EOS (default: "
+                     "hparam max_length); longer inputs are an error, never truncated.")
+flags.DEFINE_string("quantization", "float32",
+                    "ctranslate2: the weight type, float32, int8, int8_float32, int16, float16 "
+                    "or bfloat16.")
 
 
-def run():
-    import os
+def check_format_flags():
+    """A flag of the other format is a ConfigurationError rather than silently ignored."""
+    if FLAGS.export_format == "ctranslate2" and FLAGS.max_input_tokens is not None:
+        raise ConfigurationError("--max_input_tokens applies to --export_format=saved_model "
+                                 "only; CTranslate2 takes inputs of any length.")
+    if FLAGS.export_format == "saved_model" and FLAGS["quantization"].present:
+        raise ConfigurationError("--quantization applies to --export_format=ctranslate2 only.")
+
+
+def export_saved_model(problem, hparams, checkpoint, model, target):
+    import datetime
 
     from t2t_repro.decoding.text_decoding import create_decode_hparams
-    from t2t_repro.serving.export import TextToTextModule, export_version, write_export
+    from t2t_repro.serving.export import TextToTextModule, write_export
 
-    problem = problem_flags.create_problem()
-    problem.check_data()
-    hparams = trained_model_flags.resolve_hparams()
     decode_hparams = create_decode_hparams(problem, FLAGS.decode_hparams)
-    checkpoint, model = trained_model_flags.load_model(problem, hparams)
     module = TextToTextModule(model, problem, decode_hparams, FLAGS.max_input_tokens)
-    version = FLAGS.version if FLAGS.version is not None else export_version(checkpoint)
     info = {
         "problem": problem.name,
         "checkpoint": os.path.abspath(checkpoint),
@@ -52,22 +70,48 @@ def run():
         "max_input_tokens": module.max_input_tokens,
         "exported": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
     }
-    path = write_export(module, FLAGS.export_dir or os.path.join(FLAGS.output_dir, "export"),
-                        version, info)
-    print(f"Exported {checkpoint} as version {version}: {path} (beam_size="
-          f"{decode_hparams.beam_size}, alpha={decode_hparams.alpha}, extra_length="
-          f"{decode_hparams.extra_length}, max_input_tokens={module.max_input_tokens}).",
+    write_export(module, os.path.dirname(target), int(os.path.basename(target)), info)
+    return (f"beam_size={decode_hparams.beam_size}, alpha={decode_hparams.alpha}, extra_length="
+            f"{decode_hparams.extra_length}, max_input_tokens={module.max_input_tokens}")
+
+
+def export_ctranslate2(problem, hparams, checkpoint, model, target):
+    from t2t_repro.serving.ctranslate2_model import write_ctranslate2_model
+
+    info = {"problem": problem.name, "checkpoint": os.path.abspath(checkpoint),
+            "hparams": hparams.values()}
+    write_ctranslate2_model(model, problem, target, FLAGS.quantization, info)
+    return f"quantization={FLAGS.quantization}"
+
+
+EXPORTERS = {"saved_model": export_saved_model, "ctranslate2": export_ctranslate2}
+
+
+def export(target=None):
+    """Exports the run's model in --export_format to `target` (default:
+    `<export_dir>/<version>/`)."""
+    from t2t_repro.serving.export import export_version
+
+    check_format_flags()
+    problem = problem_flags.create_problem()
+    problem.check_data()
+    hparams = trained_model_flags.resolve_hparams()
+    checkpoint, model = trained_model_flags.load_model(problem, hparams)
+    if target is None:
+        export_dir = FLAGS.export_dir or os.path.join(
+            FLAGS.output_dir, _DEFAULT_SUBDIRS[FLAGS.export_format])
+        version = FLAGS.version if FLAGS.version is not None else export_version(checkpoint)
+        target = os.path.join(export_dir, str(version))
+    settings = EXPORTERS[FLAGS.export_format](problem, hparams, checkpoint, model, target)
+    print(f"Exported {checkpoint} as {FLAGS.export_format} ({settings}): {target}",
           file=sys.stderr)
 
 
-def main(argv):
-    exit_on_usage_errors(argv, ("problem", "output_dir"), hint="see --helpfull")
+def main(argv, target=None):
     logging.set_verbosity(logging.WARNING)  # tf.saved_model.save logs every file it writes
-    usr_dir.import_flagged_usr_dir()
-    from t2t_repro.serving.export import ExportError
-
-    trained_model_flags.run_reporting_errors(run, ExportError)
+    trained_model_flags.start_trained_run_command(argv)
+    export(target)
 
 
 if __name__ == "__main__":
-    app.run(main)
+    command_line.run(main)

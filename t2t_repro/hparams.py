@@ -11,12 +11,13 @@ import json
 import os
 
 from t2t_repro.atomic_files import write_text_atomically
+from t2t_repro.errors import UserError
 
 HPARAMS_FILENAME = "hparams.json"
 _TYPES = (bool, int, float, str)
 
 
-class HParamsError(ValueError):
+class HParamsError(UserError, ValueError):
     """A bad hyperparameter name, value or override string; the message names the key."""
 
 
@@ -130,10 +131,6 @@ class HParams:
 
     def to_json(self):
         return json.dumps(self._values, indent=2, sort_keys=True)
-
-    @classmethod
-    def from_json(cls, text):
-        return cls(**json.loads(text))
 
     def __repr__(self):
         return f"HParams({', '.join(f'{k}={v!r}' for k, v in sorted(self._values.items()))})"

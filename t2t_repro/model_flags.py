@@ -3,32 +3,30 @@ hparams they resolve: the set with its overrides, checked against what --output_
 
 from absl import flags
 
+from t2t_repro import run_flags  # noqa: F401 (--output_dir)
+from t2t_repro.errors import ConfigurationError
+
 FLAGS = flags.FLAGS
 
 flags.DEFINE_string("model", "transformer", "Registered model.")
 flags.DEFINE_string("hparams_set", None, "Registered hparams set.")
 flags.DEFINE_string("hparams", "", 'Overrides of the set, "name=value,name2=value2".')
-flags.DEFINE_string("output_dir", None, "Checkpoints, TensorBoard events, hparams.json, flags.txt.")
 flags.DEFINE_string("decode_hparams", "",
                     'Overrides of the problem\'s beam search settings, e.g. "beam_size=4,'
                     'alpha=0.6,extra_length=50,batch_size=32" (the translation defaults; '
                     'parsing: beam 21, alpha 0.3, +300).')
 
 
-class ConfigurationError(Exception):
-    """A bad flag combination; the message says what to change."""
-
-
-def resolve_hparams(output_dir, saved_suffices=False):
+def resolve_hparams(output_dir, saved_when_no_set=False):
     """The set with overrides applied, checked against what `output_dir` was trained with.
 
-    With `saved_suffices` (reading a trained model), no --hparams_set means the hparams saved
-    in `output_dir`.
+    With `saved_when_no_set` (reading a trained model), no --hparams_set means the hparams saved
+    in `output_dir`; without it (training), --hparams_set is required.
     """
     from t2t_repro import hparams as hparams_lib
 
     saved = hparams_lib.load(output_dir)
-    if saved_suffices and saved is not None and not FLAGS.hparams_set:
+    if saved_when_no_set and saved is not None and not FLAGS.hparams_set:
         return saved
     if not FLAGS.hparams_set:
         raise ConfigurationError(

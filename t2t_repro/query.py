@@ -13,17 +13,16 @@ reported and the session goes on). Needs no TensorFlow.
 
 import sys
 
-from absl import app, flags
+from absl import flags
 
 from t2t_repro.beam_lines import beams_line
-from t2t_repro.command_line import FlagAlias, apply_flag_aliases, exit_on_usage_errors
+from t2t_repro.command_line import FlagAlias, apply_flag_aliases, check_usage
 from t2t_repro.serving.client import DEFAULT_SIGNATURE, QueryError, predict
 from t2t_repro.text_lines import TextLinesError, iter_lines
 
 FLAGS = flags.FLAGS
 
 flags.DEFINE_string("server", "http://127.0.0.1:8501", "The server's address.")
-flags.DEFINE_string("model_name", "default", "The served model's name (serve's --model_name).")
 flags.DEFINE_string("inputs_file", None, "Text to translate, one sentence per line; without "
                     "it, lines are read from stdin.")
 flags.DEFINE_string("signature_name", DEFAULT_SIGNATURE,
@@ -37,9 +36,10 @@ flags.DEFINE_float("timeout_secs", None, "tensor2tensor's name for --timeout.")
 ALIASES = (FlagAlias("servable_name", "model_name"), FlagAlias("timeout_secs", "timeout"))
 
 
-def output_line(answer):
-    """The translation, or for every beam its text and score, tab-separated (the decoder's
-    `output_line` with and without `return_beams`)."""
+def answer_line(answer):
+    """The line printed for one of the server's answers: the translation, or for every beam
+    its text and score, tab-separated (the decoder's `decode_output_line` with and without
+    `return_beams`)."""
     return answer[0] if isinstance(answer, tuple) else beams_line(answer)
 
 
@@ -60,7 +60,7 @@ def translate(lines, batch_size):
     for batch in batches(lines, batch_size):
         answers = predict(FLAGS.server, FLAGS.model_name, batch, FLAGS.signature_name,
                           FLAGS.timeout)
-        print("\n".join(map(output_line, answers)), flush=True)
+        print("\n".join(map(answer_line, answers)), flush=True)
 
 
 def translate_interactively():
@@ -78,19 +78,16 @@ def translate_interactively():
 
 
 def main(argv):
-    exit_on_usage_errors(argv)
+    check_usage(argv)
     apply_flag_aliases(ALIASES)
-    try:
-        if FLAGS.inputs_file:
-            with open(FLAGS.inputs_file, "rb") as binary:
-                translate(iter_lines(binary, FLAGS.inputs_file), FLAGS.batch_size)
-        elif sys.stdin.isatty():
-            translate_interactively()
-        else:
-            translate(iter_lines(sys.stdin.buffer, "stdin"), FLAGS.batch_size)
-    except (QueryError, TextLinesError, OSError) as error:
-        sys.exit(f"error: {error}")
+    if FLAGS.inputs_file:
+        with open(FLAGS.inputs_file, "rb") as binary:
+            translate(iter_lines(binary, FLAGS.inputs_file), FLAGS.batch_size)
+    elif sys.stdin.isatty():
+        translate_interactively()
+    else:
+        translate(iter_lines(sys.stdin.buffer, "stdin"), FLAGS.batch_size)
 
 
 if __name__ == "__main__":
-    app.run(main)
+    command_line.run(main)

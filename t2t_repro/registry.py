@@ -9,8 +9,10 @@ import difflib
 import importlib
 import re
 
+from t2t_repro.errors import UserError
 
-class RegistryError(KeyError):
+
+class RegistryError(UserError, KeyError):
     """An unknown or duplicate registry name; the message lists the registered names."""
 
     def __str__(self):

@@ -24,16 +24,14 @@ from t2t_repro import quiet_tensorflow
 quiet_tensorflow.import_tensorflow()  # before anything imports it: see the module
 
 import tensorflow as tf  # noqa: E402
-from absl import app, flags  # noqa: E402
+from absl import flags  # noqa: E402
 
-from t2t_repro.command_line import exit_on_usage_errors  # noqa: E402
+from t2t_repro.command_line import check_usage  # noqa: E402
+from t2t_repro import command_line  # noqa: E402
 from t2t_repro.serving import model_store, rest_api  # noqa: E402
 
 FLAGS = flags.FLAGS
 
-flags.DEFINE_string("export_dir", None, "The exporter's --export_dir (default there: "
-                    "RUN/export): integer-named version folders; the newest is served.")
-flags.DEFINE_string("model_name", "default", "The name in the URLs, /v1/models/NAME.")
 flags.DEFINE_string("host", "127.0.0.1", "The address to listen on (0.0.0.0: every interface).")
 flags.DEFINE_integer("port", 8501, "The port to listen on (0: a free one).", lower_bound=0)
 flags.DEFINE_boolean("enable_batching", True,
@@ -51,10 +49,10 @@ flags.DEFINE_integer("max_body_bytes", 1 << 20, "The largest request body (large
 
 
 def server_options():
-    """The flags as ServerOptions; exits when a request of the largest size allowed could
-    never enter the queue."""
+    """The flags as ServerOptions; a ConfigurationError when a request of the largest size
+    allowed could never enter the queue."""
     if FLAGS.enable_batching and FLAGS.max_instances_per_request > FLAGS.max_enqueued_instances:
-        sys.exit(f"error: --max_instances_per_request={FLAGS.max_instances_per_request} is more "
+        raise ConfigurationError(f"--max_instances_per_request={FLAGS.max_instances_per_request} is more "
                  f"than --max_enqueued_instances={FLAGS.max_enqueued_instances}, so such a "
                  f"request could never be queued; lower the one or raise the other.")
     return rest_api.ServerOptions(
@@ -66,19 +64,20 @@ def server_options():
 
 
 def main(argv):
-    exit_on_usage_errors(argv, ("export_dir",))
+    check_usage(argv, ("export_dir",))
     if not re.fullmatch(r"[A-Za-z0-9._-]+", FLAGS.model_name):
-        sys.exit(f"error: --model_name={FLAGS.model_name!r}: a name in URL paths takes "
+        raise ConfigurationError(f"--model_name={FLAGS.model_name!r}: a name in URL paths takes "
                  f"letters, digits, '-', '_' and '.' only.")
     options = server_options()
     try:
         store = model_store.ModelStore(model_store.load_latest(FLAGS.export_dir, FLAGS.model_name))
-    except (model_store.ExportNotFoundError, OSError, tf.errors.OpError) as error:
-        sys.exit(f"error: {error}")
+    except tf.errors.OpError as error:
+        raise ConfigurationError(f"cannot load the newest export in {FLAGS.export_dir}: "
+                                 f"{error.message}") from error
     try:
         sock = rest_api.listening_socket(FLAGS.host, FLAGS.port)
     except OSError as error:
-        sys.exit(f"error: cannot listen on {FLAGS.host}:{FLAGS.port}: {error}")
+        raise ConfigurationError(f"cannot listen on {FLAGS.host}:{FLAGS.port}: {error}") from error
     url = (f"{rest_api.base_url(FLAGS.host, sock.getsockname()[1])}/v1/models/"
            f"{FLAGS.model_name}")
 
@@ -94,4 +93,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    app.run(main)
+    command_line.run(main)

@@ -7,8 +7,10 @@ command and the raw-corpus readers all use it, so a stray "\\r" can never shift 
 against another's.
 """
 
+from t2t_repro.errors import UserError
 
-class TextLinesError(ValueError):
+
+class TextLinesError(UserError, ValueError):
     """A file that is not UTF-8 text; the message names the file and the line."""
 
 

@@ -1,13 +1,15 @@
-"""What the entry points that read a trained model share (decoder, exporter): --checkpoint_path,
-loading the weights, and reporting a user's mistake as one `error: ...` line."""
+"""What the commands that read a trained run share (decoder, exporter, visualize, the
+CTranslate2 conversion): the flags its flags.txt recorded, --checkpoint_path, and loading the
+weights."""
 
 import os
 import sys
 
 from absl import flags
 
-from t2t_repro import model_flags, problem_flags
-from t2t_repro.model_flags import ConfigurationError
+from t2t_repro import model_flags, problem_flags, usr_dir  # noqa: F401 (their flags)
+from t2t_repro.errors import ConfigurationError
+from t2t_repro.run_folder import FLAGS_FILENAME
 
 FLAGS = flags.FLAGS
 
@@ -35,7 +37,7 @@ def resolve_checkpoint():
 def resolve_hparams():
     """The run's hparams (saved in --output_dir, or the flags checked against them), after
     checking --model."""
-    hparams = model_flags.resolve_hparams(FLAGS.output_dir, saved_suffices=True)
+    hparams = model_flags.resolve_hparams(FLAGS.output_dir, saved_when_no_set=True)
     model_flags.check_model_name()
     return hparams
 
@@ -48,14 +50,55 @@ def load_model(problem, hparams):
     return checkpoint, load_trained_model(FLAGS.model, hparams, problem, checkpoint)
 
 
-def run_reporting_errors(run, *more_errors):
-    """Calls `run()`; a configuration, registry, hparams, file or data error (or one of
-    `more_errors`) exits with `error: <message>` instead of a traceback."""
-    from t2t_repro.hparams import HParamsError
-    from t2t_repro.registry import RegistryError
+# What a trained run's flags.txt supplies when not given; the hparams come from its hparams.json.
+RUN_FLAGS = ("problem", "data_dir", "t2t_usr_dir")
 
-    try:
-        run()
-    except (ConfigurationError, RegistryError, HParamsError, OSError,
-            *problem_flags.data_errors(), *more_errors) as error:
-        sys.exit(f"error: {error}")
+
+def recorded_flags(output_dir):
+    """{name: value text} of the `--name=value` lines in `output_dir`/flags.txt ({} if none)."""
+    path = os.path.join(output_dir, FLAGS_FILENAME)
+    if not os.path.exists(path):
+        return {}
+    with open(path, encoding="utf-8") as f:
+        pairs = (line.strip()[2:].split("=", 1) for line in f if line.startswith("--"))
+        return {pair[0]: pair[1] for pair in pairs if len(pair) == 2}
+
+
+def same_value(name, given, recorded):
+    if name in ("data_dir", "t2t_usr_dir"):
+        return os.path.realpath(os.path.expanduser(given)) == os.path.realpath(recorded)
+    return given == recorded
+
+
+def adopt_run_flags():
+    """Sets --problem, --data_dir and --t2t_usr_dir from --output_dir's flags.txt where they
+    were not given, and says so in one line; a given value that disagrees with the run's is a
+    ConfigurationError naming both."""
+    recorded = recorded_flags(FLAGS.output_dir)
+    adopted = []
+    for name in RUN_FLAGS:
+        if name not in recorded:
+            continue
+        given = FLAGS[name].value
+        if given is None:
+            FLAGS[name].value = recorded[name]
+            adopted.append(f"--{name}={recorded[name]}")
+        elif not same_value(name, given, recorded[name]):
+            raise ConfigurationError(
+                f"--{name}={given} disagrees with --{name}={recorded[name]} that "
+                f"{os.path.join(FLAGS.output_dir, FLAGS_FILENAME)} records for this run; leave "
+                f"--{name} out to use the run's, or point --output_dir at another run.")
+    if adopted:
+        print(f"Using {' '.join(adopted)} from {os.path.join(FLAGS.output_dir, FLAGS_FILENAME)}.",
+              file=sys.stderr)
+
+
+def start_trained_run_command(argv):
+    """The start of a command that reads a trained run: usage checked, the run's recorded
+    flags adopted, --t2t_usr_dir imported."""
+    from t2t_repro.command_line import check_usage
+
+    check_usage(argv, ("output_dir",), hint="see --helpfull")
+    adopt_run_flags()
+    check_usage(argv, ("problem",), hint="the run's flags.txt names none; see --helpfull")
+    usr_dir.import_flagged_usr_dir()

@@ -11,20 +11,20 @@ With KERAS_BACKEND=jax it trains on JAX and imports no TensorFlow (`training.jax
 """
 
 import os
-import sys
 
 from t2t_repro import backend, quiet_tensorflow
 
 if backend.is_tensorflow():
     quiet_tensorflow.import_tensorflow()  # before anything imports it: see the module
 
-from absl import app, flags  # noqa: E402
+from absl import flags  # noqa: E402
 
 from t2t_repro import model_flags, problem_flags, usr_dir  # noqa: E402
 from t2t_repro.atomic_files import write_text_atomically  # noqa: E402
-from t2t_repro.command_line import FlagAlias, apply_flag_aliases, exit_on_usage_errors  # noqa: E402
-from t2t_repro.model_flags import ConfigurationError  # noqa: E402
-from t2t_repro.training.strategy_names import STRATEGIES, StrategyError  # noqa: E402
+from t2t_repro import command_line  # noqa: E402
+from t2t_repro.command_line import FlagAlias, apply_flag_aliases, check_usage  # noqa: E402
+from t2t_repro.errors import ConfigurationError, UserError  # noqa: E402
+from t2t_repro.training.strategy_names import STRATEGIES, StrategyError, WorkerFailureError  # noqa: E402
 
 FLAGS = flags.FLAGS
 
@@ -87,8 +87,8 @@ def trainer_flags_text():
     }
     aliases = {alias.name for alias in ALIASES}
     own_flags = sorted(
-        (flag for module in modules for flag in FLAGS.get_flags_for_module(module)
-         if flag.name not in aliases),
+        [flag for module in modules for flag in FLAGS.get_flags_for_module(module)
+         if flag.name not in aliases] + [FLAGS["output_dir"]],
         key=lambda flag: flag.name,
     )
     lines = [flag.serialize() for flag in own_flags]
@@ -228,7 +228,7 @@ def run():
 
 
 def main(argv):
-    exit_on_usage_errors(argv)
+    check_usage(argv)
     apply_flag_aliases(ALIASES)
     usr_dir.import_flagged_usr_dir()
     if FLAGS.registry_help:
@@ -236,20 +236,14 @@ def main(argv):
 
         print(registry.help_text())
         return
-    exit_on_usage_errors(argv, ("problem", "hparams_set", "output_dir"),
+    check_usage(argv, ("problem", "hparams_set", "output_dir"),
                          hint="see --helpfull, or --registry_help for the registered problems "
                               "and hparams sets")
-    from t2t_repro.hparams import HParamsError
-    from t2t_repro.registry import RegistryError
-
-    from t2t_repro.training.run import NonFiniteLossError
-
     try:
         check_flag_values()
         run()
-    except (ConfigurationError, RegistryError, HParamsError, NonFiniteLossError,
-            StrategyError, *problem_flags.data_errors()) as error:
-        sys.exit(f"error: {error}")
+    except UserError:
+        raise
     except Exception as error:
         if FLAGS.strategy == "multi_worker":
             exit_if_worker_failed(error)
@@ -262,9 +256,9 @@ def exit_if_worker_failed(error):
     from t2t_repro.training import checkpoints, strategy
 
     if isinstance(error, strategy.worker_failure_errors()):
-        sys.exit("error: " + strategy.describe_worker_failure(
-            error, checkpoints.latest_checkpoint(FLAGS.output_dir)))
+        raise WorkerFailureError(strategy.describe_worker_failure(
+            error, checkpoints.latest_checkpoint(FLAGS.output_dir))) from error
 
 
 if __name__ == "__main__":
-    app.run(main)
+    command_line.run(main)

@@ -13,13 +13,15 @@ import traceback
 
 from absl import flags
 
+from t2t_repro.errors import UserError
+
 flags.DEFINE_string("t2t_usr_dir", None,
                     "A folder of your own problems, hparams sets and models (a Python package, "
                     "or a folder of .py modules) registered with t2t_repro.registry; imported "
                     "before anything is looked up.")
 
 
-class UsrDirError(Exception):
+class UsrDirError(UserError):
     """The --t2t_usr_dir folder is missing, clashes with a module, or fails to import."""
 
 
@@ -78,10 +80,7 @@ def import_usr_dir(path):
 
 def import_flagged_usr_dir():
     """Imports --t2t_usr_dir when given, and makes the flag an absolute path (the trainer's
-    flags.txt then works from any folder); exits with a one-line error if that fails."""
+    flags.txt then works from any folder); raises UsrDirError if that fails."""
     if flags.FLAGS.t2t_usr_dir:
-        try:
-            import_usr_dir(flags.FLAGS.t2t_usr_dir)
-        except UsrDirError as error:
-            sys.exit(f"error: {error}")
+        import_usr_dir(flags.FLAGS.t2t_usr_dir)
         flags.FLAGS.t2t_usr_dir = os.path.abspath(os.path.expanduser(flags.FLAGS.t2t_usr_dir))

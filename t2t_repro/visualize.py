@@ -26,11 +26,11 @@ from t2t_repro import quiet_tensorflow
 
 quiet_tensorflow.import_tensorflow()  # before anything imports it: see the module
 
-from absl import app, flags  # noqa: E402
+from absl import flags  # noqa: E402
 
-from t2t_repro import problem_flags, trained_model_flags, usr_dir  # noqa: E402
-from t2t_repro.command_line import exit_on_usage_errors  # noqa: E402
-from t2t_repro.model_flags import ConfigurationError  # noqa: E402
+from t2t_repro import command_line, problem_flags, trained_model_flags  # noqa: E402
+from t2t_repro.command_line import check_usage  # noqa: E402
+from t2t_repro.errors import ConfigurationError  # noqa: E402
 
 FLAGS = flags.FLAGS
 
@@ -172,11 +172,10 @@ def run():
 
 
 def main(argv):
-    exit_on_usage_errors(argv, ("problem", "output_dir", "inputs", "plot_dir"),
-                         hint="see --helpfull")
-    usr_dir.import_flagged_usr_dir()
-    trained_model_flags.run_reporting_errors(run)
+    check_usage(argv, ("inputs", "plot_dir"), hint="see --helpfull")
+    trained_model_flags.start_trained_run_command(argv)
+    run()
 
 
 if __name__ == "__main__":
-    app.run(main)
+    command_line.run(main)

@@ -1,5 +1,6 @@
 """Shared test settings: quiet TensorFlow, the TensorFlow Keras backend, and the real data folder."""
 
+import contextlib
 import glob
 import os
 import pathlib
@@ -33,9 +34,10 @@ def pytest_collection_modifyitems(items):
     items.sort(key=rank)  # stable: the rest keep their order
 
 
-def run_module(module, *args, timeout=300, input=None):
-    """Runs `python -m <module> args...` as a user would (`input`: text on its stdin);
-    returns the CompletedProcess."""
+def run_module_in_subprocess(module, *args, timeout=300, input=None):
+    """Runs `python -m <module> args...` in a new process, exactly as a user would (`input`:
+    text on its stdin); returns the CompletedProcess. Each costs a TensorFlow import: keep it
+    for what needs a process of its own (the start-up path, kills, another Keras backend)."""
     return subprocess.run(
         [sys.executable, "-m", module, *args],
         input=input,
@@ -44,6 +46,64 @@ def run_module(module, *args, timeout=300, input=None):
         env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"),
         timeout=timeout,
     )
+
+
+def _exit_status(code):
+    """The status a process exiting with SystemExit(`code`) has; a message is printed first."""
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code
+    print(code, file=sys.stderr)
+    return 1
+
+
+def run_module(module, *args, input=None):
+    """Runs `python -m <module> args...` inside this process: absl parses the flags (restored
+    afterwards) and the command's `main` runs through the same user-error reporting as
+    `command_line.run`. Returns a CompletedProcess with its exit status, stdout and stderr;
+    an unexpected exception leaves a traceback on stderr and status 1, as it would."""
+    import importlib
+    import io
+    import traceback
+
+    import keras
+    from absl import flags
+    from absl.testing import flagsaver
+
+    from t2t_repro import command_line
+
+    command = importlib.import_module(module)
+    stdout, stderr = io.StringIO(), io.StringIO()
+    stdin = io.TextIOWrapper(io.BytesIO((input or "").encode("utf-8")), encoding="utf-8")
+    with flagsaver.flagsaver(), contextlib.redirect_stdout(stdout), \
+            contextlib.redirect_stderr(stderr), _replaced_stdin(stdin):
+        flags.FLAGS.unparse_flags()
+        try:
+            try:
+                argv = flags.FLAGS([module, *args])
+            except flags.Error as error:  # as absl's app.run reports it
+                sys.exit(f"FATAL Flags parsing error: {error}")
+            command_line.report_user_errors(command.main)(argv)
+            returncode = 0
+        except SystemExit as exit:
+            returncode = _exit_status(exit.code)
+        except Exception:  # noqa: BLE001 - reported as the interpreter would
+            traceback.print_exc()
+            returncode = 1
+        finally:
+            keras.backend.clear_session()
+    return subprocess.CompletedProcess([module, *args], returncode, stdout.getvalue(),
+                                       stderr.getvalue())
+
+
+@contextlib.contextmanager
+def _replaced_stdin(stream):
+    saved, sys.stdin = sys.stdin, stream
+    try:
+        yield
+    finally:
+        sys.stdin = saved
 
 
 def _origin_checkout():
@@ -103,6 +163,22 @@ def ende_data_dir(multi30k_tmp_dir, tmp_path_factory):
     problem = TranslateEnde(data_dir=str(data_dir), data_hparams=MULTI30K_DATA_HPARAMS)
     problem.generate_data(str(multi30k_tmp_dir), download=False)
     return data_dir
+
+
+@pytest.fixture(scope="session")
+def ende_run(ende_data_dir, tmp_path_factory):
+    """transformer_tiny trained 100 steps on translate_ende (Multi30k), checkpoints at 50 and
+    100, once for the session: the decoder's and the exporter's tests read it, and write only
+    into folders of their own (the exporter's versions under its export/ and ctranslate2/)."""
+    output_dir = tmp_path_factory.mktemp("ende_run") / "run"
+    result = run_module(
+        "t2t_repro.trainer", "--problem=translate_ende", "--hparams_set=transformer_tiny",
+        "--hparams=batch_size=1024,max_length=64", f"--data_dir={ende_data_dir}",
+        f"--output_dir={output_dir}", "--train_steps=100", "--save_checkpoints_steps=50",
+        "--schedule=train", "--random_seed=1",
+    )
+    assert result.returncode == 0, result.stderr
+    return output_dir
 
 
 def read_scalars(logdir):

@@ -15,17 +15,10 @@ DECODE_HPARAMS = "--decode_hparams=beam_size=2,alpha=0.6,extra_length=5"
 
 
 @pytest.fixture(scope="module")
-def trained_run(ende_data_dir, tmp_path_factory):
-    """transformer_tiny trained 100 steps on translate_ende (Multi30k), checkpoints at 50, 100."""
-    output_dir = tmp_path_factory.mktemp("decoder") / "run"
-    result = run_module(
-        "t2t_repro.trainer", "--problem=translate_ende", "--hparams_set=transformer_tiny",
-        "--hparams=batch_size=1024,max_length=64", f"--data_dir={ende_data_dir}",
-        f"--output_dir={output_dir}", "--train_steps=100", "--save_checkpoints_steps=50",
-        "--schedule=train", "--random_seed=1",
-    )
-    assert result.returncode == 0, result.stderr
-    return output_dir
+def trained_run(ende_run):
+    """conftest's ende_run: transformer_tiny trained 100 steps on Multi30k, checkpoints at 50
+    and 100."""
+    return ende_run
 
 
 @pytest.fixture(scope="module")

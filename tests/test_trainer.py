@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from conftest import attention_image_steps, run_module
+from conftest import attention_image_steps, run_module, run_module_in_subprocess
 from t2t_repro import registry
 from t2t_repro import usr_dir as usr_dir_lib
 from t2t_repro.training import checkpoints
@@ -25,6 +25,11 @@ TINY_RUN = [
 
 def run_trainer(*args):
     return run_module("t2t_repro.trainer", *args)
+
+
+def run_trainer_in_subprocess(*args):
+    """For a --t2t_usr_dir, whose imports and registrations would outlive an in-process run."""
+    return run_module_in_subprocess("t2t_repro.trainer", *args)
 
 
 @pytest.mark.parametrize(
@@ -185,7 +190,7 @@ def usr_dir(request, tmp_path):
 
 
 def test_registry_help_lists_what_a_usr_dir_registers(usr_dir):
-    result = run_trainer(f"--t2t_usr_dir={usr_dir}", "--registry_help")
+    result = run_trainer_in_subprocess(f"--t2t_usr_dir={usr_dir}", "--registry_help")
     assert result.returncode == 0, result.stderr
     assert "  usr_sort\n" in result.stdout and "  usr_tiny\n" in result.stdout
     assert "  algorithmic_copy\n" in result.stdout
@@ -196,7 +201,7 @@ def test_trains_a_usr_dir_problem_with_tensor2tensor_flag_names(tmp_path):
     folder.mkdir()
     (folder / "__init__.py").write_text(USR_PROBLEM + USR_HPARAMS)
     output_dir = tmp_path / "run"
-    result = run_trainer(
+    result = run_trainer_in_subprocess(
         f"--t2t_usr_dir={folder}", "--problem=usr_sort", "--hparams_set=usr_tiny",
         f"--output_dir={output_dir}", "--train_steps=4", "--eval_steps=1",
         "--eval_decode_examples=0", "--local_eval_frequency=2", "--log_step_count_steps=2",
@@ -216,7 +221,7 @@ def test_a_usr_dir_that_fails_to_import_is_a_one_line_error_naming_the_line(tmp_
     folder = tmp_path / "usr"
     folder.mkdir()
     (folder / "broken.py").write_text("import os\nundefined_name\n")
-    result = run_trainer(f"--t2t_usr_dir={folder}", "--registry_help")
+    result = run_trainer_in_subprocess(f"--t2t_usr_dir={folder}", "--registry_help")
     assert result.returncode != 0
     assert "broken.py:2: NameError" in result.stderr and "Traceback" not in result.stderr
 
@@ -246,8 +251,8 @@ def test_datagen_and_decoder_find_a_usr_dir_problem(tmp_path, module, args, reac
     folder = tmp_path / "my_t2t_usr"
     folder.mkdir()
     (folder / "__init__.py").write_text(USR_PROBLEM + USR_HPARAMS)
-    result = run_module(module, f"--t2t_usr_dir={folder}", "--problem=usr_sort",
-                        *(arg.format(tmp=tmp_path) for arg in args))
+    result = run_module_in_subprocess(module, f"--t2t_usr_dir={folder}", "--problem=usr_sort",
+                                      *(arg.format(tmp=tmp_path) for arg in args))
     assert "Unknown problem" not in result.stderr and "Traceback" not in result.stderr
     if reached is None:
         assert result.returncode == 0, result.stderr

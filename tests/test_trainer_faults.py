@@ -1,9 +1,10 @@
-"""The trainer under faults: kills at random moments (one mid-checkpoint), corrupt run files,
+"""The trainer under faults: kills at seeded random steps (one mid-checkpoint), corrupt run files,
 and flag values that make no sense, each ending in a resumable run or a one-line error that
 leaves the output folder as it was."""
 
 import json
 import os
+import pathlib
 import random
 import re
 import signal
@@ -17,8 +18,7 @@ import pytest
 from t2t_repro.training import checkpoints
 from test_trainer import TINY_RUN, run_trainer
 
-# One layer of d_model 256: a checkpoint (weights and Adam's two moments, ~25 MB) takes long
-# enough to write that a kill can land inside it, while a step stays fast.
+# One layer of d_model 256: a checkpoint holds weights and Adam's two moments (~25 MB).
 KILL_RUN = [
     "--problem=algorithmic_copy", "--hparams_set=transformer_tiny",
     "--hparams=batch_size=256,max_length=24,hidden_size=256,filter_size=2048,num_hidden_layers=1",
@@ -27,23 +27,36 @@ KILL_RUN = [
 ]
 
 
-def start_trainer(output_dir, log_path):
+STOPPING_TRAINER = pathlib.Path(__file__).parent / "training" / "stopping_trainer.py"
+
+
+def start_trainer(output_dir, log_path, **stop_at):
+    """The trainer in the background; `stop_at` (T2T_TEST_STOP_* variables, see
+    stopping_trainer.py) makes it stop itself at that point and wait for its kill."""
     log = open(log_path, "w")
+    command = [sys.executable, "-u", str(STOPPING_TRAINER)] if stop_at else [
+        sys.executable, "-u", "-m", "t2t_repro.trainer"]
+    stop_variables = {f"T2T_TEST_STOP_{name.upper()}": str(value)
+                      for name, value in stop_at.items()}
     return subprocess.Popen(
-        [sys.executable, "-u", "-m", "t2t_repro.trainer", *KILL_RUN, f"--output_dir={output_dir}"],
-        stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+        [*command, *KILL_RUN, f"--output_dir={output_dir}"], stdout=log,
+        stderr=subprocess.STDOUT, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", **stop_variables))
 
 
-def wait_for(condition, process, seconds=120):
+def wait_until_stopped(process, log_path, seconds=600):
+    """Waits for `process` to stop itself (SIGSTOP); fails if it exits instead."""
     deadline = time.monotonic() + seconds
-    while not condition():
-        assert process.poll() is None, "the trainer ended before the moment to kill it"
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.001)
+    while True:
+        pid, status = os.waitpid(process.pid, os.WUNTRACED | os.WNOHANG)
+        if pid and os.WIFSTOPPED(status):
+            return
+        assert not pid, f"the trainer ended before its stop point:\n{open(log_path).read()}"
+        assert time.monotonic() < deadline, "the trainer never reached its stop point"
+        time.sleep(0.05)
 
 
 def partial_files(directory):
-    return [name for name in os.listdir(directory) if name.startswith(".partial-ckpt-")]
+    return [name for name in os.listdir(directory) if checkpoints.is_partial_checkpoint(name)]
 
 
 def complete_steps_that_load(directory):
@@ -56,11 +69,6 @@ def complete_steps_that_load(directory):
     return steps
 
 
-def newest_step(directory):
-    found = checkpoints.list_checkpoints(directory)
-    return found[-1][0] if found else 0
-
-
 def resumed_step(log_path):
     match = re.search(r"Resumed from \S+ at step (\d+)\.", open(log_path).read())
     return int(match.group(1)) if match else 0
@@ -68,35 +76,39 @@ def resumed_step(log_path):
 
 def test_five_kills_one_mid_checkpoint_each_resume_from_the_newest_complete_checkpoint(
         tmp_path):
-    """SIGKILL five times during one 30-step run (checkpoints every 3 steps): at seeded random
-    moments after an attempt's first new checkpoint, and the third time while a checkpoint is
-    being written. Every restart resumes from the newest complete checkpoint and removes the
-    partial file, and the last run ends at step 30 with a loadable checkpoint."""
+    """SIGKILL five times during one 30-step run (checkpoints every 3 steps): after a seeded
+    random step past each attempt's first new checkpoint, and the third time while a checkpoint
+    is being written. The trainer stops itself at each of those points and is killed there, so
+    the kills land at the same steps on any machine. Every restart resumes from the newest
+    complete checkpoint and removes the partial file, and the last run ends at step 30 with a
+    loadable checkpoint."""
     rng = random.Random(14)
     output_dir = str(tmp_path / "run")
     history = []
     for kill in range(5):
         log_path = tmp_path / f"attempt-{kill}.log"
         newest_before = max(complete_steps_that_load(output_dir), default=0) if kill else 0
-        process = start_trainer(output_dir, log_path)
+        if kill == 2:  # inside a checkpoint write, once the restart has cleaned up
+            stop_at = {"in_checkpoint_write": 1}
+        else:  # 0 to 2 steps after this attempt's first new checkpoint
+            stop_at = {"after_step": newest_before + 3 + rng.randrange(3)}
+        process = start_trainer(output_dir, log_path, **stop_at)
         try:
-            if kill == 2:  # inside a checkpoint write, once the restart has cleaned up
-                wait_for(lambda: resumed_step(log_path) == newest_before, process)
-                wait_for(lambda: partial_files(output_dir), process)
-            else:  # a random moment once this attempt has saved a new checkpoint
-                wait_for(lambda: newest_step(output_dir) > newest_before, process)
-                time.sleep(rng.uniform(0.0, 1.5))
+            wait_until_stopped(process, log_path)
         finally:
             process.send_signal(signal.SIGKILL)
             process.wait()
         assert resumed_step(log_path) == newest_before
         steps = complete_steps_that_load(output_dir)
-        history.append({"kill": kill + 1, "resumed_from": newest_before, "complete": steps,
-                        "partial_left": bool(partial_files(output_dir))})
+        history.append({"kill": kill + 1, "stopped": stop_at, "resumed_from": newest_before,
+                        "complete": steps, "partial_left": bool(partial_files(output_dir))})
+        if kill != 2:
+            assert steps[-1] == newest_before + 3  # the attempt's new checkpoint is complete
     assert history[2]["partial_left"]  # the kill did land inside a write
+    assert history[2]["complete"] == history[1]["complete"]  # which never completed
     log_path = tmp_path / "final.log"
     final = start_trainer(output_dir, log_path)
-    assert final.wait(timeout=300) == 0, open(log_path).read()[-3000:]
+    assert final.wait(timeout=600) == 0, open(log_path).read()[-3000:]
     assert resumed_step(log_path) == max(history[-1]["complete"], default=0)
     assert not partial_files(output_dir)
     assert complete_steps_that_load(output_dir)[-1] == 30

@@ -2,14 +2,15 @@
 
 from t2t_repro.data.packing import CHUNK_SIZE
 from t2t_repro.hparams import HParams
+from t2t_repro.errors import UserError
 
 
-class ProblemDataError(ValueError):
+class ProblemDataError(UserError, ValueError):
     """A problem's data is missing or does not match what was asked; the message says how
     to fix it."""
 
 
-class UnencodableInputError(ValueError):
+class UnencodableInputError(UserError, ValueError):
     """Source text the problem's `encode` cannot represent; the message says what it accepts.
 
     The decoder reports it with the file and line of the offending input."""

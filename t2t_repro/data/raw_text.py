@@ -14,12 +14,13 @@ import re
 import tarfile
 
 from t2t_repro.text_lines import TextLinesError, iter_lines
+from t2t_repro.errors import UserError
 
 # How many of an archive's member names a missing-member error lists.
 _MEMBER_NAMES_SHOWN = 10
 
 
-class RawDataError(ValueError):
+class RawDataError(UserError, ValueError):
     """A raw corpus that cannot be read as asked; the message names the files and counts."""
 
 

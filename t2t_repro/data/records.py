@@ -5,10 +5,12 @@ EOS), tensor2tensor's layout. Shards are written under temporary names and renam
 so an interrupted datagen never leaves a shard that looks finished.
 """
 
-import os
+import contextlib
 import random
 
 import tensorflow as tf
+
+from t2t_repro.atomic_files import atomic_path
 
 FEATURES = ("inputs", "targets")
 _PARSE_BATCH = 1024  # records parsed per call when reading one by one: batches parse faster
@@ -36,18 +38,18 @@ def write_shards(examples, prefix, num_shards, shuffle_seed=None):
     Returns the shard paths. Each shard appears under its final name only once all are written.
     """
     paths = shard_paths(prefix, num_shards)
-    partial_paths = [path + ".partial" for path in paths]
-    writers = [tf.io.TFRecordWriter(path) for path in partial_paths]
-    try:
-        for index, (inputs, targets) in enumerate(examples):
-            writers[index % num_shards].write(_serialize(inputs, targets))
-    finally:
-        for writer in writers:
-            writer.close()
-    for index, (partial_path, path) in enumerate(zip(partial_paths, paths)):
+    with contextlib.ExitStack() as renames:  # renames every shard once all are written
+        temporaries = [renames.enter_context(atomic_path(path)) for path in paths]
+        writers = [tf.io.TFRecordWriter(path) for path in temporaries]
+        try:
+            for index, (inputs, targets) in enumerate(examples):
+                writers[index % num_shards].write(_serialize(inputs, targets))
+        finally:
+            for writer in writers:
+                writer.close()
         if shuffle_seed is not None:
-            _shuffle_records(partial_path, random.Random(shuffle_seed + index))
-        os.replace(partial_path, path)
+            for index, temporary in enumerate(temporaries):
+                _shuffle_records(temporary, random.Random(shuffle_seed + index))
     return paths
 
 

@@ -24,6 +24,7 @@ import json
 import os
 import time
 
+from t2t_repro.atomic_files import write_text_atomically
 from t2t_repro.data import token_arrays
 from t2t_repro.data.packing import CHUNK_SIZE
 from t2t_repro.data.problem import EVAL, MODES, TRAIN, Problem, ProblemDataError
@@ -240,7 +241,7 @@ class TextPairProblem(Problem):
             "seconds": {"vocabulary": round(vocab_seconds, 1),
                         "total": round(time.time() - started, 1)},
         }
-        _write_json_atomically(metadata, self.metadata_path)
+        write_text_atomically(self.metadata_path, json.dumps(metadata, indent=1))
         self._metadata, self._vocabulary = metadata, vocabulary
         print(f"{self.data_name}: data generated in {metadata['seconds']['total']:.1f} s.")
 
@@ -287,8 +288,8 @@ class TextPairProblem(Problem):
         sentences = [text for pair in sample for text in pair]
         vocabulary = train_vocabulary(sentences, self.data_hparams.vocab_size,
                                       self.vocabulary_path, self.vocab_split_by_script)
-        with open(self._path(".spm.vocab"), "w", encoding="utf-8") as f:
-            f.writelines(f"{i}\t{piece}\n" for i, piece in enumerate(vocabulary.all_pieces()))
+        write_text_atomically(self._path(".spm.vocab"), "".join(
+            f"{i}\t{piece}\n" for i, piece in enumerate(vocabulary.all_pieces())))
         return vocabulary
 
     def _write_split(self, mode, pairs, vocabulary, num_shards, shuffle):
@@ -334,13 +335,6 @@ def _also_written_to(writer, examples):
     for inputs, targets in examples:
         writer.add(inputs, targets)
         yield inputs, targets
-
-
-def _write_json_atomically(value, path):
-    partial = path + ".partial"
-    with open(partial, "w") as f:
-        json.dump(value, f, indent=1)
-    os.replace(partial, path)
 
 
 def register_reversed(registry, problem_class):

@@ -19,6 +19,8 @@ import os
 
 import numpy as np
 
+from t2t_repro.atomic_files import atomic_path, temporary_path
+
 FEATURES = ("inputs", "targets")
 _SUFFIXES = (".ids.npy", ".offsets.npy")
 
@@ -108,7 +110,7 @@ class TokenArrayWriter:
 
     def __init__(self, prefix):
         self.ids_path, self.offsets_path = paths(prefix)
-        self._raw_path = self.ids_path + ".raw.partial"
+        self._raw_path = temporary_path(self.ids_path + ".raw")
         self._raw = open(self._raw_path, "wb")
         self._offsets = []
         self._position = 0
@@ -121,20 +123,18 @@ class TokenArrayWriter:
 
     def close(self):
         self._raw.close()
-        partial_ids = self.ids_path + ".partial"
-        with open(partial_ids, "wb") as out, open(self._raw_path, "rb") as raw:
-            header = {"descr": np.lib.format.dtype_to_descr(np.dtype(np.int32)),
-                      "fortran_order": False, "shape": (self._position,)}
-            np.lib.format.write_array_header_1_0(out, header)
-            while block := raw.read(1 << 24):
-                out.write(block)
+        with atomic_path(self.ids_path) as temporary:
+            with open(temporary, "wb") as out, open(self._raw_path, "rb") as raw:
+                header = {"descr": np.lib.format.dtype_to_descr(np.dtype(np.int32)),
+                          "fortran_order": False, "shape": (self._position,)}
+                np.lib.format.write_array_header_1_0(out, header)
+                while block := raw.read(1 << 24):
+                    out.write(block)
         os.remove(self._raw_path)
-        os.replace(partial_ids, self.ids_path)
         offsets = np.asarray(self._offsets + [(self._position, self._position)], np.int64)
-        partial_offsets = self.offsets_path + ".partial"
-        with open(partial_offsets, "wb") as out:
-            np.save(out, offsets.reshape(-1, 2))
-        os.replace(partial_offsets, self.offsets_path)
+        with atomic_path(self.offsets_path) as temporary:
+            with open(temporary, "wb") as out:
+                np.save(out, offsets.reshape(-1, 2))
 
     def abort(self):
         """Removes what was written so far."""

@@ -9,13 +9,15 @@ model's input, the labelled brackets with POS tags in place of the words are its
 import dataclasses
 import re
 
+from t2t_repro.errors import UserError
+
 _TOKEN = re.compile(r"\(|\)|[^\s()]+")
 _FUNCTION_TAG_OR_INDEX = re.compile(r"[-=]")
 _EMPTY_ELEMENT = "-NONE-"
 _UNKNOWN_POS = "XX"
 
 
-class TreeError(ValueError):
+class TreeError(UserError, ValueError):
     """A treebank string whose brackets do not form trees."""
 
 

@@ -17,11 +17,11 @@ Python package and in tensorflow-text's copy of the library (14 of the 3003 news
 lines came out different with an 8k Multi30k model), which would make training and serving disagree.
 """
 
-import os
-
 import sentencepiece
 
+from t2t_repro.atomic_files import atomic_path
 from t2t_repro.special_ids import EOS_ID, PAD_ID
+from t2t_repro.errors import UserError
 
 MODEL_TYPE = "bpe"
 UNK_ID = 2
@@ -32,7 +32,7 @@ _BYTE_PIECES = 256
 _MAX_SENTENCE_BYTES = 1 << 16
 
 
-class VocabularyError(ValueError):
+class VocabularyError(UserError, ValueError):
     """A vocabulary that cannot be trained or loaded; the message says what to change."""
 
 
@@ -53,8 +53,7 @@ def train_vocabulary(sentences, vocab_size, model_path, split_by_script=True):
         raise VocabularyError(
             f"vocab_size {vocab_size} is too small: byte fallback alone needs {minimum} ids."
         )
-    partial_path = model_path + ".partial"
-    with open(partial_path, "wb") as model_file:
+    with atomic_path(model_path) as temporary, open(temporary, "wb") as model_file:
         try:
             sentencepiece.SentencePieceTrainer.train(
                 sentence_iterator=iter(sentences),
@@ -77,7 +76,6 @@ def train_vocabulary(sentences, vocab_size, model_path, split_by_script=True):
             )
         except RuntimeError as error:
             raise VocabularyError(_training_failure_message(error, vocab_size, sentences)) from None
-    os.replace(partial_path, model_path)
     return SubwordVocabulary(model_path)
 
 

@@ -53,12 +53,6 @@ def decode_id_lists(search, id_lists, batch_size, progress=None):
     return outputs
 
 
-def decode_texts(problem, search, texts, batch_size, progress=None):
-    """Source texts -> each one's hypotheses as `[(text, score), ...]`, best first."""
-    return decode_encoded(problem, search, [problem.encode(text) for text in texts], batch_size,
-                          progress)
-
-
 def decode_encoded(problem, search, id_lists, batch_size, progress=None):
     """Sources already encoded (`problem.encode`) -> each one's hypotheses as `[(text, score),
     ...]`, best first; lets a caller reject unencodable input before decoding anything."""

@@ -12,6 +12,8 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
+from t2t_repro.errors import UserError
+
 DEFAULT_SIGNATURE = "serving_default"
 START_HINT = "start one with `python -m t2t_repro.serve --export_dir=RUN/export`"
 
@@ -20,7 +22,7 @@ START_HINT = "start one with `python -m t2t_repro.serve --export_dir=RUN/export`
 _OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
-class QueryError(Exception):
+class QueryError(UserError):
     """A request that got no translation; the message says why."""
 
 

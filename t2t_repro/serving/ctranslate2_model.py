@@ -23,8 +23,10 @@ import shutil
 
 import numpy as np
 
+from t2t_repro.atomic_files import atomic_path
 from t2t_repro.layers.positional import sinusoidal_position_encoding
 from t2t_repro.special_ids import EOS_ID, PAD_ID
+from t2t_repro.errors import UserError
 
 SENTENCEPIECE_FILE = "sentencepiece.model"
 INFO_FILE = "t2t_repro_info.json"
@@ -33,7 +35,7 @@ DEFAULT_SINUSOID_POSITIONS = 1024
 QUANTIZATIONS = ("float32", "int8", "int8_float32", "int16", "float16", "bfloat16")
 
 
-class CTranslate2ExportError(ValueError):
+class CTranslate2ExportError(UserError, ValueError):
     """A model or request the conversion cannot honour; the message says what to change."""
 
 
@@ -173,21 +175,18 @@ def write_ctranslate2_model(model, problem, output_dir, quantization="float32", 
             f"quantization must be one of {QUANTIZATIONS}, got '{quantization}'.")
     if os.path.exists(output_dir):
         raise CTranslate2ExportError(
-            f"{output_dir} already exists; a converted model is never overwritten. Choose "
-            f"another --ct2_dir or remove that folder yourself.")
+            f"{output_dir} already exists; a converted model is never overwritten. Export "
+            f"another checkpoint, pass --version=N (or another --ct2_dir), or remove that "
+            f"folder yourself.")
     tokens = vocabulary_tokens(problem)
     spec = transformer_spec(model, tokens, tokens, positions)
     spec.optimize(quantization=quantization)
-    partial = f"{output_dir.rstrip(os.sep)}.partial-{os.getpid()}"
-    os.makedirs(partial)
-    try:
-        spec.save(partial)
+    with atomic_path(output_dir) as temporary:
+        os.makedirs(temporary)
+        spec.save(temporary)
         vocabulary = getattr(problem, "vocabulary", None)
         if vocabulary is not None and hasattr(vocabulary, "model_path"):
-            shutil.copyfile(vocabulary.model_path, os.path.join(partial, SENTENCEPIECE_FILE))
-        with open(os.path.join(partial, INFO_FILE), "w") as f:
+            shutil.copyfile(vocabulary.model_path, os.path.join(temporary, SENTENCEPIECE_FILE))
+        with open(os.path.join(temporary, INFO_FILE), "w") as f:
             json.dump({"quantization": quantization, **(info or {})}, f, indent=1)
-        os.rename(partial, output_dir)
-    finally:
-        shutil.rmtree(partial, ignore_errors=True)
     return output_dir

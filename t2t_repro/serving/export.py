@@ -18,15 +18,17 @@ import time
 
 import tensorflow as tf
 
+from t2t_repro.atomic_files import atomic_path
 from t2t_repro.decoding.text_decoding import create_search
 from t2t_repro.special_ids import EOS_ID
+from t2t_repro.errors import UserError
 
 BEST_SIGNATURE = "serving_default"
 BEAMS_SIGNATURE = "beams"
 EXPORT_INFO_FILE = os.path.join("assets.extra", "export_info.json")
 
 
-class ExportError(ValueError):
+class ExportError(UserError, ValueError):
     """An export that cannot be written as asked; the message says what to change."""
 
 
@@ -102,11 +104,10 @@ def write_export(module, export_dir, version, info):
             f"checkpoint, pass --version=N, or remove that folder yourself."
         )
     os.makedirs(export_dir, exist_ok=True)
-    partial = os.path.join(export_dir, f".tmp-{version}-{os.getpid()}")
-    tf.saved_model.save(module, partial, signatures={BEST_SIGNATURE: module.best,
-                                                     BEAMS_SIGNATURE: module.beams})
-    os.makedirs(os.path.join(partial, "assets.extra"))
-    with open(os.path.join(partial, EXPORT_INFO_FILE), "w") as f:
-        json.dump(info, f, indent=1)
-    os.rename(partial, target)
+    with atomic_path(target) as temporary:
+        tf.saved_model.save(module, temporary, signatures={BEST_SIGNATURE: module.best,
+                                                           BEAMS_SIGNATURE: module.beams})
+        os.makedirs(os.path.join(temporary, "assets.extra"))
+        with open(os.path.join(temporary, EXPORT_INFO_FILE), "w") as f:
+            json.dump(info, f, indent=1)
     return target

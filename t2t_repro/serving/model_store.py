@@ -15,6 +15,8 @@ import tensorflow as tf
 from google.protobuf import json_format
 from tensorflow.core.protobuf import saved_model_pb2
 
+from t2t_repro.errors import UserError
+
 EXPORT_HINT = "export one with `python -m t2t_repro.exporter --output_dir=RUN` first"
 
 # What TensorFlow wraps a model's own error text in: a heading, where the failing node was
@@ -27,7 +29,7 @@ _FUNCTION_NAME = re.compile(r"\s*\[Op:[^\]]*\]\s*$")
 _ASSERTION = re.compile(r"assertion failed: \[(.*?)\](?: \[|\n|$)", re.DOTALL)
 
 
-class ExportNotFoundError(ValueError):
+class ExportNotFoundError(UserError, ValueError):
     """No version to serve in the export folder; the message says how to make one."""
 
 

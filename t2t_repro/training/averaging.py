@@ -16,10 +16,13 @@ import h5py
 import ml_dtypes
 import numpy as np
 
+from t2t_repro.atomic_files import atomic_path
+from t2t_repro.errors import UserError
+
 OPTIMIZER_GROUP = "optimizer"
 
 
-class CheckpointLayoutError(ValueError):
+class CheckpointLayoutError(UserError, ValueError):
     """Checkpoints that do not hold the same datasets with the same shapes and dtypes."""
 
 
@@ -87,15 +90,14 @@ def average_checkpoints(paths, output_path):
                          f"write the average elsewhere.")
     newest = paths[-1]
     directory = os.path.dirname(os.path.abspath(output_path))
-    partial = os.path.join(directory, ".partial-" + os.path.basename(output_path))
     with contextlib.ExitStack() as stack:
         sources = [_datasets(stack.enter_context(h5py.File(path, "r"))) for path in paths]
         for path, datasets in zip(paths[:-1], sources[:-1]):
             _check_same_layout(path, datasets, newest, sources[-1])
         os.makedirs(directory, exist_ok=True)
-        shutil.copyfile(newest, partial)
-        try:
-            with h5py.File(partial, "r+") as output:
+        with atomic_path(output_path) as temporary:
+            shutil.copyfile(newest, temporary)
+            with h5py.File(temporary, "r+") as output:
                 for name, target in _datasets(output).items():
                     dtype = _float_dtype(target)
                     if dtype is None or name.split("/", 1)[0] == OPTIMIZER_GROUP:
@@ -104,9 +106,4 @@ def average_checkpoints(paths, output_path):
                     for datasets in sources:
                         total += np.asarray(datasets[name][()]).view(dtype)
                     target[()] = (total / len(paths)).astype(dtype).view(target.dtype)
-            os.replace(partial, output_path)
-        except BaseException:
-            with contextlib.suppress(FileNotFoundError):
-                os.remove(partial)
-            raise
     return output_path

@@ -9,11 +9,12 @@ mid-write never leaves a half-written checkpoint that looks complete.
 import json
 import os
 import re
+import shutil
 import time
 
 import keras
 
-from t2t_repro.atomic_files import is_temporary
+from t2t_repro.atomic_files import atomic_path, is_temporary, target_name
 
 _CHECKPOINT_PATTERN = re.compile(r"^ckpt-(\d+)\.weights\.h5$")
 AVERAGED_MARKER = "averaged.json"
@@ -51,13 +52,25 @@ def averaged_from(directory):
         return json.load(f).get("averaged_from", "another run")
 
 
+def is_partial_checkpoint(filename):
+    """Whether `filename` is a checkpoint still being written, or left half-written by a killed
+    run: an `atomic_files` temporary of a `ckpt-<step>.weights.h5` name."""
+    name = target_name(os.path.basename(filename))
+    return name is not None and _CHECKPOINT_PATTERN.match(name) is not None
+
+
 def remove_partial_files(directory):
-    """Deletes what a killed run left half-written: `.partial-ckpt-*` and temporary files."""
+    """Deletes what a killed run left half-written in `directory`: every `atomic_files`
+    temporary (checkpoints, hparams.json, flags)."""
     if not os.path.isdir(directory):
         return
     for filename in os.listdir(directory):
-        if filename.startswith(".partial-ckpt-") or is_temporary(filename):
-            os.remove(os.path.join(directory, filename))
+        if is_temporary(filename):
+            path = os.path.join(directory, filename)
+            if os.path.isdir(path):
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                os.remove(path)
 
 
 def latest_checkpoint(directory):
@@ -94,9 +107,8 @@ class CheckpointManager:
         step = self.step()
         path = checkpoint_path(self.directory, step)
         if not os.path.exists(path):
-            partial = os.path.join(self.directory, f".partial-ckpt-{step}.weights.h5")
-            self.model.save_weights(partial)
-            os.replace(partial, path)
+            with atomic_path(path) as temporary:
+                self.model.save_weights(temporary)
         for _, old_path in list_checkpoints(self.directory)[: -self.max_to_keep]:
             os.remove(old_path)
         return path

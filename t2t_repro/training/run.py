@@ -12,9 +12,10 @@ from t2t_repro.models.transformer import DTYPE_POLICIES
 from t2t_repro.training import attention_images, checkpoints, summaries
 from t2t_repro.training.losses import LabelSmoothedCrossEntropy, training_metrics
 from t2t_repro.training.optimizer import create_optimizer
+from t2t_repro.errors import UserError
 
 
-class NonFiniteLossError(Exception):
+class NonFiniteLossError(UserError):
     """An update's loss or gradient was NaN or infinite; training stopped before saving it."""
 
     def __init__(self, step, last_checkpoint):

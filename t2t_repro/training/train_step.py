@@ -77,16 +77,29 @@ class TrainStep:
         self._count = tf.function(self._count_global_tokens, reduce_retracing=True)
         self._accumulate = tf.function(self._distributed_accumulate, reduce_retracing=True)
         self._apply = tf.function(self._distributed_apply, reduce_retracing=True)
+        self._traced = False
 
     def __call__(self, iterator):
         micro_batches = [next(iterator) for _ in range(self.accumulation_steps)]
         global_tokens = self._count(micro_batches)
+        if not self._traced:
+            self._trace_for_every_batch_shape(iterator.element_spec, global_tokens)
         sums = np.zeros(STAT_FIELDS)
         for batch in micro_batches[:-1]:
             sums += self._accumulate(batch, global_tokens).numpy()
         stats, finite = self._apply(micro_batches[-1], global_tokens)
         sums += stats.numpy()
         return UpdateStats.from_sums(sums, finite.numpy())
+
+    def _trace_for_every_batch_shape(self, batch_spec, global_tokens):
+        """Traces the update once for the iterator's batch spec, whose lengths and row counts
+        are unknown (None), so that batches of other bucket shapes reuse it instead of tracing
+        it again for the first new shape."""
+        tokens_spec = tf.TensorSpec.from_tensor(global_tokens)
+        self._apply.get_concrete_function(batch_spec, tokens_spec)
+        if self.accumulation_steps > 1:
+            self._accumulate.get_concrete_function(batch_spec, tokens_spec)
+        self._traced = True
 
     def _count_global_tokens(self, micro_batches):
         def local_count(*batches):

@@ -31,7 +31,7 @@ def as_tuples(examples):
 
 @pytest.mark.parametrize("shuffle_seed", [None, 7])
 def test_shards_are_named_by_index_and_count_with_no_partial_files_left(tmp_path, shuffle_seed):
-    """Three shards are prefix-0000k-of-00003.tfrecord, and nothing else (no .partial) remains."""
+    """Three shards are prefix-0000k-of-00003.tfrecord, and nothing else (no temporary) remains."""
     paths = records.write_shards(numbered_examples(10), str(tmp_path / "prefix"), 3, shuffle_seed)
     expected = [f"prefix-{k:05d}-of-00003.tfrecord" for k in range(3)]
     assert paths == [str(tmp_path / name) for name in expected]

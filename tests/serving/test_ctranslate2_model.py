@@ -123,7 +123,7 @@ def test_an_existing_folder_is_never_replaced(converted):
     with pytest.raises(CTranslate2ExportError, match="already exists"):
         write_ctranslate2_model(converted["model"], SymbolProblem(), str(converted["dir"]))
     assert sorted(path.name for path in converted["dir"].iterdir()) == before
-    assert not list(converted["dir"].parent.glob("*partial*"))
+    assert not list(converted["dir"].parent.glob(".tmp-*"))
 
 
 def test_an_unknown_quantization_is_an_error_naming_the_choices(converted, tmp_path):

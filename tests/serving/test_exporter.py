@@ -35,25 +35,20 @@ def decoder_lines(problem_flags, output_dir, source_file, *flags):
 
 
 @pytest.fixture(scope="module")
-def ende(ende_data_dir, shared_data_dir, tmp_path_factory):
-    """transformer_tiny trained 100 steps on translate_ende (Multi30k) and exported; the first
+def ende(ende_run, ende_data_dir, shared_data_dir, tmp_path_factory):
+    """conftest's ende_run (transformer_tiny trained 100 steps on Multi30k) exported; the first
     SENTENCES test_2016_flickr lines, then BLANKS, in a file."""
     directory = tmp_path_factory.mktemp("export")
     problem_flags = ["--problem=translate_ende", f"--data_dir={ende_data_dir}"]
-    trained = run_module(
-        "t2t_repro.trainer", *problem_flags, "--hparams_set=transformer_tiny",
-        "--hparams=batch_size=1024,max_length=64", f"--output_dir={directory / 'run'}",
-        "--train_steps=100", "--schedule=train", "--random_seed=1")
-    assert trained.returncode == 0, trained.stderr
-    exported = run_module("t2t_repro.exporter", *problem_flags, f"--output_dir={directory / 'run'}",
+    exported = run_module("t2t_repro.exporter", *problem_flags, f"--output_dir={ende_run}",
                           DECODE_HPARAMS, f"--max_input_tokens={MAX_INPUT_TOKENS}")
     assert exported.returncode == 0, exported.stderr
     lines = (shared_data_dir / "multi30k_ende" / "test_2016_flickr.en").read_text(
         encoding="utf-8").splitlines()[:SENTENCES]
     source_file = directory / "test.en"
     source_file.write_text("".join(line + "\n" for line in lines + BLANKS), encoding="utf-8")
-    return {"flags": problem_flags, "run": directory / "run", "lines": lines,
-            "source_file": source_file, "version_dir": directory / "run" / "export" / "100"}
+    return {"flags": problem_flags, "run": ende_run, "lines": lines,
+            "source_file": source_file, "version_dir": ende_run / "export" / "100"}
 
 
 @pytest.fixture(scope="module")
@@ -163,15 +158,18 @@ def test_the_served_export_answers_as_the_decoder_cli(ende):
 
 
 def test_the_ctranslate2_conversion_translates_as_the_greedy_decoder_cli(ende):
-    """`python -m t2t_repro.export_ctranslate2` on the same run: CTranslate2, fed by the
-    sentencepiece model written beside it, writes the greedy decoder CLI's sentences."""
+    """`python -m t2t_repro.exporter --export_format=ctranslate2` on the same run, given only
+    the run's folder: CTranslate2, fed by the sentencepiece model written beside it, writes
+    the greedy decoder CLI's sentences."""
     ctranslate2 = pytest.importorskip("ctranslate2")
     import sentencepiece
 
     ct2_dir = ende["run"] / "ctranslate2" / "100"
-    converted = run_module("t2t_repro.export_ctranslate2", *ende["flags"],
+    converted = run_module("t2t_repro.exporter", "--export_format=ctranslate2",
                            f"--output_dir={ende['run']}")
     assert converted.returncode == 0, converted.stderr
+    assert (f"Using {' '.join(ende['flags'])} from {ende['run'] / 'flags.txt'}."
+            in converted.stderr)
     pieces = sentencepiece.SentencePieceProcessor(model_file=str(ct2_dir / "sentencepiece.model"))
     translator = ctranslate2.Translator(str(ct2_dir), device="cpu")
     outputs = []
@@ -183,3 +181,33 @@ def test_the_ctranslate2_conversion_translates_as_the_greedy_decoder_cli(ende):
     greedy = decoder_lines(ende["flags"], ende["run"], ende["source_file"],
                            "--decode_hparams=beam_size=1,extra_length=5")
     assert outputs == greedy[:SENTENCES]
+
+
+def test_the_export_ctranslate2_command_writes_the_folder_it_is_given(ende, tmp_path):
+    target = tmp_path / "ct2"
+    converted = run_module("t2t_repro.export_ctranslate2", f"--output_dir={ende['run']}",
+                           f"--ct2_dir={target}", "--quantization=int8")
+    assert converted.returncode == 0, converted.stderr
+    assert (target / "model.bin").is_file() and (target / "sentencepiece.model").is_file()
+    assert json.loads((target / "t2t_repro_info.json").read_text())["problem"] == "translate_ende"
+
+
+@pytest.mark.parametrize("flag, other_format", [
+    ("--quantization=int8", "--export_format=saved_model"),
+    ("--max_input_tokens=10", "--export_format=ctranslate2"),
+])
+def test_a_flag_of_the_other_format_is_an_error(ende, tmp_path, flag, other_format):
+    refused = run_module("t2t_repro.exporter", f"--output_dir={ende['run']}", other_format, flag,
+                         f"--export_dir={tmp_path / 'export'}")
+    assert refused.returncode == 1 and "Traceback" not in refused.stderr
+    assert f"{flag.split('=')[0]} applies to --export_format=" in refused.stderr
+    assert not (tmp_path / "export").exists()
+
+
+def test_flags_that_disagree_with_the_run_are_an_error_naming_both(ende, tmp_path):
+    refused = run_module("t2t_repro.exporter", f"--output_dir={ende['run']}",
+                         "--problem=translate_enfr", f"--export_dir={tmp_path / 'export'}")
+    assert refused.returncode == 1 and "Traceback" not in refused.stderr
+    assert ("--problem=translate_enfr disagrees with --problem=translate_ende that "
+            f"{ende['run'] / 'flags.txt'} records" in refused.stderr)
+    assert not (tmp_path / "export").exists()

@@ -35,11 +35,11 @@ OPTIONS = rest_api.ServerOptions(max_batch_size=8, batch_timeout_micros=1000,
 @pytest.fixture(scope="module")
 def export_dir(tmp_path_factory):
     """Version 12 of the toy model beside an empty version 3 (older, though later as text)
-    and an exporter's unfinished `.tmp-20-...` folder (not a version)."""
+    and an exporter's unfinished `.tmp-<pid>-20` folder (not a version)."""
     directory = tmp_path_factory.mktemp("export")
     write_toy_export(directory, VERSION)
     (directory / "3").mkdir()
-    (directory / ".tmp-20-4242").mkdir()
+    (directory / ".tmp-4242-20").mkdir()
     return directory
 
 
@@ -406,7 +406,7 @@ def test_model_errors_are_cleaned_of_graph_noise():
 
 
 def test_no_version_to_serve_says_how_to_export(tmp_path):
-    (tmp_path / ".tmp-5-1").mkdir()  # an export being written is no version yet
+    (tmp_path / ".tmp-1-5").mkdir()  # an export being written is no version yet
     for export_dir in (tmp_path / "missing", tmp_path):
         with pytest.raises(model_store.ExportNotFoundError,
                            match=re.escape(str(export_dir)) + ".*python -m t2t_repro.exporter"):

@@ -113,12 +113,12 @@ def test_interrupted_write_never_looks_complete(tmp_path, monkeypatch):
 
 
 def test_stray_partial_file_is_not_a_checkpoint(tmp_path):
-    """A `.partial-*` file left by a killed run is neither listed nor restored from."""
+    """A temporary checkpoint left by a killed run is neither listed nor restored from."""
     model = tiny_compiled_model()
     manager = CheckpointManager(str(tmp_path), model)
     model.optimizer.iterations.assign(7)
     manager.save()
-    with open(os.path.join(tmp_path, ".partial-ckpt-9.weights.h5"), "wb") as f:
+    with open(os.path.join(tmp_path, ".tmp-4242-ckpt-9.weights.h5"), "wb") as f:
         f.write(b"garbage")
     assert checkpoint_steps(tmp_path) == [7]
     assert checkpoints.latest_checkpoint(str(tmp_path)).endswith("ckpt-7.weights.h5")

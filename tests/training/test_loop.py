@@ -191,7 +191,7 @@ class Killed(Exception):
 
 def test_resume_after_kill(reverse_problem, tmp_path):
     """A run killed at step 15 (checkpoints every 10, the kill also leaving a half-written
-    `.partial-` file behind) resumes from step 10 with that step's exact state. (That train()
+    temporary checkpoint behind) resumes from step 10 with that step's exact state. (That train()
     then goes on from the restored step is checked by test_resume_after_restart.)"""
     hparams = create_hparams("transformer_tiny", MECHANICS_HPARAMS)
     settings = dict(save_checkpoints_steps=10, save_checkpoints_minutes=0, eval_every=1000,
@@ -204,7 +204,7 @@ def test_resume_after_kill(reverse_problem, tmp_path):
         if line.startswith("step 10/"):
             snapshots[10] = model_state(doomed)
         if line.startswith("step 15/"):
-            with open(os.path.join(tmp_path, ".partial-ckpt-15.weights.h5"), "wb") as f:
+            with open(os.path.join(tmp_path, ".tmp-4242-ckpt-15.weights.h5"), "wb") as f:
                 f.write(b"\x89HDF\r\n half written")
             raise Killed()
 
