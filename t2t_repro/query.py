@@ -15,6 +15,7 @@ import sys
 
 from absl import flags
 
+from t2t_repro import command_line, run_flags  # noqa: F401 (run_flags: --model_name)
 from t2t_repro.beam_lines import beams_line
 from t2t_repro.command_line import FlagAlias, apply_flag_aliases, check_usage
 from t2t_repro.serving.client import DEFAULT_SIGNATURE, QueryError, predict

@@ -26,8 +26,9 @@ quiet_tensorflow.import_tensorflow()  # before anything imports it: see the modu
 import tensorflow as tf  # noqa: E402
 from absl import flags  # noqa: E402
 
+from t2t_repro import command_line, run_flags  # noqa: E402,F401 (--export_dir, --model_name)
 from t2t_repro.command_line import check_usage  # noqa: E402
-from t2t_repro import command_line  # noqa: E402
+from t2t_repro.errors import ConfigurationError  # noqa: E402
 from t2t_repro.serving import model_store, rest_api  # noqa: E402
 
 FLAGS = flags.FLAGS
