@@ -24,7 +24,7 @@ from t2t_repro.atomic_files import write_text_atomically  # noqa: E402
 from t2t_repro import command_line  # noqa: E402
 from t2t_repro.command_line import FlagAlias, apply_flag_aliases, check_usage  # noqa: E402
 from t2t_repro.errors import ConfigurationError, UserError  # noqa: E402
-from t2t_repro.training.strategy_names import STRATEGIES, StrategyError, WorkerFailureError  # noqa: E402
+from t2t_repro.training.strategy_names import STRATEGIES, WorkerFailureError  # noqa: E402
 
 FLAGS = flags.FLAGS
 
@@ -157,49 +157,22 @@ def check_flag_values():
             f"{averaged_from} and average again, or evaluate and decode from {output_dir}.")
 
 
-def tensorflow_training_run(problem, hparams, **settings):
-    from t2t_repro.training.loop import TrainingRun
-    from t2t_repro.training.strategy import create_strategy
-
-    return TrainingRun(problem, hparams, FLAGS.output_dir, create_strategy(FLAGS.strategy),
-                       jit_compile=FLAGS.jit_compile, **settings)
-
-
-def jax_training_run(problem, hparams, **settings):
-    import logging
-
-    # JAX logs at INFO that it found no TPU library, on every machine without one.
-    logging.getLogger("jax._src.xla_bridge").setLevel(logging.WARNING)
-    import jax
-
-    from t2t_repro.training.jax_run import JaxTrainingRun
-
-    if FLAGS.strategy == "multi_worker":
-        raise StrategyError("--strategy=multi_worker is not supported under JAX: train on one "
-                            "machine's devices (--strategy=auto), or with KERAS_BACKEND="
-                            "tensorflow.")
-    if hparams.dtype_policy == "mixed_float16":
-        raise ConfigurationError("hparam dtype_policy=mixed_float16 needs loss scaling, which "
-                                 "training under JAX does not do; use dtype_policy="
-                                 "mixed_bfloat16 (or KERAS_BACKEND=tensorflow).")
-    devices = jax.local_devices()[:1] if FLAGS.strategy == "default" else None
-    return JaxTrainingRun(problem, hparams, FLAGS.output_dir, devices=devices,
-                          seed=FLAGS.random_seed, **settings)
-
-
 def run():
+    from t2t_repro.training.run_factory import create_training_run
+
     problem = problem_flags.create_problem()
     hparams = model_flags.resolve_hparams(FLAGS.output_dir)
     model_flags.check_model_name()
     if FLAGS.generate_data:
         problem.generate_data(FLAGS.tmp_dir, download=FLAGS.download)
     problem.check_data()  # before anything is written to --output_dir
-    if FLAGS.random_seed is not None:
-        backend.set_random_seed(FLAGS.random_seed)
-    create_run = tensorflow_training_run if backend.is_tensorflow() else jax_training_run
-    run = create_run(
+    run = create_training_run(
         problem,
         hparams,
+        FLAGS.output_dir,
+        strategy_name=FLAGS.strategy,
+        jit_compile=FLAGS.jit_compile,
+        seed=FLAGS.random_seed,
         model_name=FLAGS.model,
         save_checkpoints_steps=FLAGS.save_checkpoints_steps,
         save_checkpoints_minutes=FLAGS.save_checkpoints_minutes,

@@ -19,6 +19,7 @@ import pytest
 from t2t_repro import paper
 from t2t_repro.hparams import create_hparams
 from t2t_repro.models.transformer import Transformer
+from t2t_repro.tables import parameter_counts
 
 # Rows with a published count: hparams set -> (d_model, d_ff, h, h·d_k, h·d_v, N, paper millions).
 PUBLISHED = {
@@ -69,8 +70,9 @@ def json_report():
 
 
 def test_json_report_states_vocabulary_and_rows(json_report):
-    assert json_report["vocab_size"] == paper.DEFAULT_VOCAB_SIZE
-    assert json_report["vocab_size_note"] == "the default, " + paper.DEFAULT_VOCAB_SIZE_REASON
+    assert json_report["vocab_size"] == parameter_counts.DEFAULT_VOCAB_SIZE
+    assert json_report["vocab_size_note"] == ("the default, "
+                                              + parameter_counts.DEFAULT_VOCAB_SIZE_REASON)
     assert "40,149" in json_report["vocab_size_note"]
     assert [row["hparams_set"] for row in json_report["rows"]] == BUILT_ROWS.split(",")
     keys = {
@@ -100,13 +102,13 @@ def test_built_rows_within_5_percent_of_paper(json_report):
 def test_base_count_equals_hand_formula(json_report):
     base = json_report["rows"][0]
     assert base["hparams_set"] == "transformer_base"
-    assert base["params"] == base_formula(paper.DEFAULT_VOCAB_SIZE)
+    assert base["params"] == base_formula(parameter_counts.DEFAULT_VOCAB_SIZE)
     assert base["params"] == 64_581_632  # 40000·512 + 6·3,150,336 + 6·4,199,936
 
 
 def test_d256_count_equals_hand_formula(json_report):
     d256 = json_report["rows"][1]
-    assert d256["params"] == base_formula(paper.DEFAULT_VOCAB_SIZE, d=256)
+    assert d256["params"] == base_formula(parameter_counts.DEFAULT_VOCAB_SIZE, d=256)
 
 
 @pytest.mark.parametrize(
@@ -175,18 +177,18 @@ def test_exact_count_worked_out_by_hand(hparams_set):
     """The built model's count_params() equals the hand arithmetic, to the parameter."""
     arithmetic, total = EXACT_COUNTS[hparams_set]
     assert arithmetic == total
-    assert paper.count_parameters(hparams_set, PAPER_VOCAB) == total
+    assert parameter_counts.count_parameters(hparams_set, PAPER_VOCAB) == total
 
 
 def test_every_published_row_within_5_percent_by_formula():
     for hparams_set, (d, d_ff, _, keys, values, N, millions) in PUBLISHED.items():
-        count = general_formula(paper.DEFAULT_VOCAB_SIZE, d, d_ff, keys, values, N)
+        count = general_formula(parameter_counts.DEFAULT_VOCAB_SIZE, d, d_ff, keys, values, N)
         assert abs(count / (millions * 1e6) - 1) <= 0.05, hparams_set
 
 
 def test_paper_table_data_matches_hparams_sets():
-    rows = {row.hparams_set: row for row in paper.TABLE3}
-    assert len(rows) == len(paper.TABLE3) == 20  # base, A×4, B×2, C×7, D×4, E, big
+    rows = {row.hparams_set: row for row in parameter_counts.TABLE3}
+    assert len(rows) == len(parameter_counts.TABLE3) == 20  # base, A×4, B×2, C×7, D×4, E, big
     assert {name: row.paper_millions for name, row in rows.items() if row.paper_millions} == {
         name: spec[-1] for name, spec in PUBLISHED.items()
     }
@@ -212,8 +214,8 @@ def test_default_vocab_size_minimises_largest_difference():
 
     best = min(range(30_000, 50_001), key=largest_difference)
     assert best == 40_149
-    assert round(best, -3) == paper.DEFAULT_VOCAB_SIZE
-    assert largest_difference(paper.DEFAULT_VOCAB_SIZE) < 0.025
+    assert round(best, -3) == parameter_counts.DEFAULT_VOCAB_SIZE
+    assert largest_difference(parameter_counts.DEFAULT_VOCAB_SIZE) < 0.025
     # The paper's nominal ~37k puts the 2-layer row (C, N=2) outside 5%.
     assert largest_difference(37_000) > 0.05
 
@@ -223,16 +225,17 @@ def test_text_format_states_vocabulary():
         "vocab_size": 123,
         "vocab_size_note": "set with --vocab_size (default 40000)",
         "rows": [
-            paper.compare_row(paper.TABLE3[0], 66_000_000),
-            paper.compare_row(paper.TABLE3[1], 64_000_000),
+            parameter_counts.compare_row(parameter_counts.TABLE3[0], 66_000_000),
+            parameter_counts.compare_row(parameter_counts.TABLE3[1], 64_000_000),
         ],
     }
-    text = paper.format_text(report)
+    text = parameter_counts.format_text(report)
     assert "Vocabulary: 123 tokens" in text and "set with --vocab_size" in text
     assert "+1.5%" in text and "66,000,000" in text and "66.0" in text
     assert "1 of 1 published counts within 5%" in text
-    assert paper.compare_row(paper.TABLE3[0], 70_000_000)["within_5_percent"] is False
-    unpublished = paper.compare_row(paper.TABLE3[1], 1)
+    too_many = parameter_counts.compare_row(parameter_counts.TABLE3[0], 70_000_000)
+    assert too_many["within_5_percent"] is False
+    unpublished = parameter_counts.compare_row(parameter_counts.TABLE3[1], 1)
     assert unpublished["paper_millions"] is None and unpublished["within_5_percent"] is None
 
 
@@ -272,11 +275,12 @@ def test_full_table_command_every_published_row_within_5_percent():
         cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
     )
     report = json.loads(result.stdout)
-    assert report["vocab_size"] == paper.DEFAULT_VOCAB_SIZE
-    assert len(report["rows"]) == len(paper.TABLE3)
+    assert report["vocab_size"] == parameter_counts.DEFAULT_VOCAB_SIZE
+    assert len(report["rows"]) == len(parameter_counts.TABLE3)
     published = [row for row in report["rows"] if row["paper_millions"] is not None]
     assert len(published) == len(PUBLISHED)
     assert all(row["within_5_percent"] for row in published), published
     for row in published:
         d, d_ff, _, keys, values, N, _ = PUBLISHED[row["hparams_set"]]
-        assert row["params"] == general_formula(paper.DEFAULT_VOCAB_SIZE, d, d_ff, keys, values, N)
+        assert row["params"] == general_formula(parameter_counts.DEFAULT_VOCAB_SIZE, d, d_ff,
+                                                keys, values, N)

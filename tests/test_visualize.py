@@ -13,10 +13,9 @@ from matplotlib import image
 
 from problems.algorithmic import AlgorithmicReverse
 from t2t_repro import hparams as hparams_lib
-from t2t_repro import visualize
 from t2t_repro.model_flags import ConfigurationError
 from t2t_repro.training.run import build_model, compile_for_training, load_trained_model
-from t2t_repro.visualization import attention, figures
+from t2t_repro.visualization import attention, figures, plots
 
 SOURCE = "3 1 4 1 5"
 TARGET = "5 1 4 1 3"
@@ -41,8 +40,8 @@ def test_drawn_arrays_and_png_sizes(run_dir, tmp_path):
     hparams = hparams_lib.load(str(run_dir))
     model = load_trained_model("transformer", hparams, problem, str(run_dir / "ckpt-1.weights.h5"))
     input_ids, target_ids = problem.encode(SOURCE), problem.encode(TARGET)  # 6 ids each, EOS
-    drawn = visualize.write_plots(model, problem, input_ids, target_ids, -1, str(tmp_path),
-                                  hparams, positions=50)
+    drawn = plots.write_plots(model, problem, input_ids, target_ids, -1, str(tmp_path),
+                              hparams, positions=50)
     assert sorted(os.path.basename(path) for path in drawn) == [
         "attention_decoder_self_layer1.png", "attention_encoder_decoder_layer1.png",
         "attention_encoder_self_layer1.png", "learning_rate.png", "positional_encoding.png"]
@@ -97,18 +96,18 @@ def test_labels_name_the_tokens_and_the_decoder_positions():
 def test_unencodable_text_is_an_error_naming_the_flag():
     with pytest.raises(ConfigurationError,
                        match="--inputs: algorithmic_reverse accepts only the symbols 0..9"):
-        visualize.encode(AlgorithmicReverse(), "3 x", "inputs")
+        plots.encode(AlgorithmicReverse(), "3 x", "inputs")
 
 
 def test_a_layer_outside_both_stacks_is_an_error_naming_the_range():
     hparams = hparams_lib.create_hparams("transformer_tiny", "num_decoder_layers=3")
-    visualize.check_layer(hparams, 1)
-    visualize.check_layer(hparams, -2)
+    plots.check_layer(hparams, 1)
+    plots.check_layer(hparams, -2)
     with pytest.raises(ConfigurationError, match="--layer=2 .* 2 encoder and 3 decoder layers; "
                                                  "use 0..1"):
-        visualize.check_layer(hparams, 2)
+        plots.check_layer(hparams, 2)
     with pytest.raises(ConfigurationError, match="--layer=-3"):
-        visualize.check_layer(hparams, -3)
+        plots.check_layer(hparams, -3)
 
 
 def test_command_line_draws_the_models_own_translation(run_dir, tmp_path):

@@ -6,7 +6,7 @@ import keras
 
 from t2t_repro.data.array_batches import prefetched
 from t2t_repro.data.problem import EVAL, TRAIN
-from t2t_repro.training.jax_train_step import JaxTrainStep
+from t2t_repro.training.jax_train_step import JaxTrainStep, check_dtype_policy
 from t2t_repro.training.local_evaluation import evaluate_locally
 from t2t_repro.training.peak_flops import compute_dtype, peak_tflops
 from t2t_repro.training.run import TrainingRunBase, build_model, compile_for_training
@@ -42,6 +42,7 @@ class JaxTrainingRun(TrainingRunBase):
 
     def __init__(self, problem, hparams, output_dir, model_name="transformer", devices=None,
                  seed=None, peak_tflops=None, **kwargs):
+        check_dtype_policy(hparams.dtype_policy)  # before anything is read or built
         devices = devices or jax.local_devices()
         for mode in (TRAIN, EVAL):  # missing arrays are an error before anything is written
             problem.token_arrays(mode)

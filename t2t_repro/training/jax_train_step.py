@@ -14,11 +14,20 @@ trainer does), so checkpoints, evaluation and decoding see the trained weights.
 
 import jax
 import jax.numpy as jnp
-import keras
 import numpy as np
 
+from t2t_repro.hparams import HParamsError
 from t2t_repro.training.losses import smoothed_loss_and_nll, token_mask
 from t2t_repro.training.update_stats import UpdateStats, batch_stats
+
+
+def check_dtype_policy(dtype_policy):
+    """Raises HParamsError for mixed_float16: its float16 gradients need loss scaling, which
+    training under JAX does not do."""
+    if dtype_policy == "mixed_float16":
+        raise HParamsError("hparam dtype_policy=mixed_float16 needs loss scaling, which "
+                           "training under JAX does not do; use dtype_policy=mixed_bfloat16 "
+                           "(or KERAS_BACKEND=tensorflow).")
 
 
 class JaxTrainStep:
@@ -43,9 +52,7 @@ class JaxTrainStep:
                  place_batch=None):
         if accumulation_steps < 1:
             raise ValueError(f"accumulation_steps must be at least 1, got {accumulation_steps}.")
-        if isinstance(model.optimizer, keras.optimizers.LossScaleOptimizer):
-            raise ValueError("dtype_policy=mixed_float16 needs loss scaling, which training "
-                             "under JAX does not do; use dtype_policy=mixed_bfloat16.")
+        check_dtype_policy(model.dtype_policy.name)
         self.model = model
         self.smoothing = smoothing
         self.accumulation_steps = accumulation_steps

@@ -1,0 +1,147 @@
+"""Decoding text lines with a trained model: a file checked before any decoding, or a stream
+of lines typed one at a time (`python -m t2t_repro.decoder` turns its flags into these calls).
+
+A blank line (empty, or ASCII whitespace only) translates to an empty line with score 0,
+without decoding, as an exported model answers it. Output lines are the best hypothesis, or
+with the decode hparam `return_beams` every hypothesis and its score (`beam_lines`).
+"""
+
+import sys
+import time
+
+from t2t_repro.atomic_files import write_text_atomically
+from t2t_repro.beam_lines import beams_line
+from t2t_repro.errors import ConfigurationError
+from t2t_repro.text_lines import iter_lines, read_lines
+
+
+class ProgressPrinter:
+    """`(done, total)` progress lines on `stream` (default stderr): sentences and sentences
+    per second."""
+
+    def __init__(self, stream=None):
+        self.stream = sys.stderr if stream is None else stream
+        self.start = time.monotonic()
+
+    def __call__(self, done, total):
+        elapsed = time.monotonic() - self.start
+        print(f"decoded {done}/{total} sentences ({done / max(elapsed, 1e-9):.1f}/s, "
+              f"{elapsed:.0f} s)", file=self.stream, flush=True)
+
+
+# What tf.strings.strip removes: a line of only these is blank, here as in an exported model.
+_ASCII_WHITESPACE = " \t\n\v\f\r"
+
+
+def is_blank(text):
+    """Whether `text` is empty or ASCII whitespace only."""
+    return not text.strip(_ASCII_WHITESPACE)
+
+
+def blank_beams(decode_hparams):
+    return [("", 0.0)] * decode_hparams.beam_size
+
+
+def decode_output_line(beams, return_beams):
+    """The best hypothesis, or with `return_beams` every one and its score, tab-separated."""
+    return beams_line(beams) if return_beams else beams[0][0]
+
+
+def encode_lines(problem, lines, path):
+    """`problem.encode` of every line, checked before any decoding: a line the problem cannot
+    encode is a ConfigurationError naming `path`, its line number and what is accepted."""
+    from t2t_repro.data.problem import UnencodableInputError
+
+    id_lists, bad = [], []
+    for line_number, line in enumerate(lines, 1):
+        try:
+            id_lists.append(problem.encode(line))
+        except UnencodableInputError as error:
+            bad.append((line_number, error))
+    if bad:
+        line_number, error = bad[0]
+        others = f" (and {len(bad) - 1} more lines)" if len(bad) > 1 else ""
+        raise ConfigurationError(f"{path} line {line_number}{others}: {error}")
+    return id_lists
+
+
+def check_source_lengths(model, id_lists, path):
+    """Raises ConfigurationError naming `path` and the first line whose source does not fit
+    the model (a learned position table of max_length rows), before any decoding."""
+    for line_number, ids in enumerate(id_lists, 1):
+        try:
+            model.check_length(len(ids), "source")
+        except ValueError as error:
+            raise ConfigurationError(f"{path} line {line_number}: {error}") from None
+
+
+def read_sources(problem, source_path, reference_path=None):
+    """(source lines, their encodings, the reference lines or None), read and checked before
+    a model is loaded: the references must be aligned with the sources line by line."""
+    sources = read_lines(source_path)
+    references = read_lines(reference_path) if reference_path else None
+    if references is not None and len(references) != len(sources):
+        raise ConfigurationError(
+            f"--decode_reference has {len(references)} lines but --decode_from_file has "
+            f"{len(sources)}; they must be aligned line by line."
+        )
+    return sources, encode_lines(problem, sources, source_path), references
+
+
+def decode_file(problem, search, decode_hparams, sources, id_lists, references=None,
+                output_path=None, stdout=None, stderr=None):
+    """Decodes the non-blank `sources` (encoded as `id_lists`) in batches of
+    `decode_hparams.batch_size`, with progress on `stderr`; writes the output lines to
+    `output_path` (atomically), else prints them on `stdout`; with `references`, prints the
+    problem's scores. Returns the output lines."""
+    from t2t_repro.decoding.text_decoding import decode_encoded
+
+    stderr = sys.stderr if stderr is None else stderr
+    blank = [is_blank(source) for source in sources]
+    decoded = iter(decode_encoded(problem, search,
+                                  [ids for ids, skip in zip(id_lists, blank) if not skip],
+                                  decode_hparams.batch_size, ProgressPrinter(stderr)))
+    beams = [blank_beams(decode_hparams) if skip else next(decoded) for skip in blank]
+    lines = [decode_output_line(hypotheses, decode_hparams.return_beams) for hypotheses in beams]
+    if output_path:
+        write_text_atomically(output_path, "".join(line + "\n" for line in lines))
+        print(f"Wrote {len(lines)} decodes to {output_path}.", file=stderr)
+    else:
+        print("\n".join(lines), file=stdout)
+    if references is not None:
+        best = [hypotheses[0][0] for hypotheses in beams]
+        print("\n".join(problem.decode_report(sources, best, references)), file=stdout)
+    return lines
+
+
+def decode_interactively(problem, search, decode_hparams, stdin=None, stdout=None, stderr=None):
+    """Decodes `stdin` (default sys.stdin; its bytes are read, split as files are) line by
+    line, prompting on `stderr` when it is a terminal; a line the problem cannot encode, or
+    longer than the model takes, is reported on `stderr` and skipped."""
+    from t2t_repro.data.problem import UnencodableInputError
+    from t2t_repro.decoding.text_decoding import decode_encoded
+
+    stdin = sys.stdin if stdin is None else stdin
+    stderr = sys.stderr if stderr is None else stderr
+    interactive = stdin.isatty()
+    if interactive:
+        print("Type a sentence and press Enter (Ctrl-D to end).", file=stderr)
+    lines = enumerate(iter_lines(stdin.buffer, "stdin"), 1)
+    while True:
+        if interactive:
+            print("> ", end="", file=stderr, flush=True)
+        line_number, line = next(lines, (None, None))
+        if line is None:
+            return
+        if is_blank(line):
+            print(decode_output_line(blank_beams(decode_hparams), decode_hparams.return_beams),
+                  file=stdout, flush=True)
+            continue
+        try:
+            ids = problem.encode(line)
+            search.model.check_length(len(ids), "source")
+        except (UnencodableInputError, ValueError) as error:
+            print(f"error: stdin line {line_number} skipped: {error}", file=stderr, flush=True)
+            continue
+        beams = decode_encoded(problem, search, [ids], batch_size=1)[0]
+        print(decode_output_line(beams, decode_hparams.return_beams), file=stdout, flush=True)

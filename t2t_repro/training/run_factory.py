@@ -1,0 +1,42 @@
+"""A training run on the current Keras backend, from explicit arguments: `loop.TrainingRun` on
+TensorFlow, `jax_run.JaxTrainingRun` on JAX (`python -m t2t_repro.trainer` turns its flags into
+this call). Each backend's modules are imported only when it is the one in use."""
+
+from t2t_repro import backend
+from t2t_repro.training.strategy_names import StrategyError
+
+
+def create_training_run(problem, hparams, output_dir, strategy_name="auto", jit_compile=False,
+                        seed=None, **settings):
+    """A new training run of `hparams` on `problem`, writing to `output_dir`.
+
+    Args:
+        strategy_name: one of `strategy_names.STRATEGIES`; under JAX, auto and mirrored train
+            on all local devices, default on one, and multi_worker is a StrategyError.
+        jit_compile: compile the TensorFlow train step with XLA (under JAX it always is).
+        seed: seeds weights, dropout and data order (`backend.set_random_seed`); None: unseeded.
+        settings: the run's other arguments (model_name, checkpoint and evaluation settings,
+            decode_evaluation, peak_tflops; see `run.TrainingRunBase`).
+    """
+    if seed is not None:
+        backend.set_random_seed(seed)
+    if backend.is_tensorflow():
+        from t2t_repro.training.loop import TrainingRun
+        from t2t_repro.training.strategy import create_strategy
+
+        return TrainingRun(problem, hparams, output_dir, create_strategy(strategy_name),
+                           jit_compile=jit_compile, **settings)
+    import logging
+
+    # JAX logs at INFO that it found no TPU library, on every machine without one.
+    logging.getLogger("jax._src.xla_bridge").setLevel(logging.WARNING)
+    import jax
+
+    from t2t_repro.training.jax_run import JaxTrainingRun
+
+    if strategy_name == "multi_worker":
+        raise StrategyError("--strategy=multi_worker is not supported under JAX: train on one "
+                            "machine's devices (--strategy=auto), or with KERAS_BACKEND="
+                            "tensorflow.")
+    devices = jax.local_devices()[:1] if strategy_name == "default" else None
+    return JaxTrainingRun(problem, hparams, output_dir, devices=devices, seed=seed, **settings)
