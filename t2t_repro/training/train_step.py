@@ -82,7 +82,7 @@ class TrainStep:
     def __call__(self, iterator):
         micro_batches = [next(iterator) for _ in range(self.accumulation_steps)]
         global_tokens = self._count(micro_batches)
-        if not self._traced:
+        if not self._traced and hasattr(iterator, "element_spec"):  # a tf.data iterator
             self._trace_for_every_batch_shape(iterator.element_spec, global_tokens)
         sums = np.zeros(STAT_FIELDS)
         for batch in micro_batches[:-1]:

@@ -3,7 +3,7 @@ side by side, every figure present, no errors."""
 
 import re
 
-from conftest import run_module
+from conftest import run_module_in_subprocess
 from toy_export import write_toy_export
 
 ROWS = ["requests/s (answers of any kind)", "sentences/s (translations)", "latency p50",
@@ -15,9 +15,10 @@ def test_bench_serve_measures_batching_on_beside_off(tmp_path):
     write_toy_export(tmp_path / "export", 1)
     sentences = tmp_path / "sentences.en"
     sentences.write_text("A man rides a bike.\nTwo dogs play.\n\nA girl in red.\n")
-    result = run_module("t2t_repro.bench", "serve", f"--export_dir={tmp_path / 'export'}",
-                        "--clients=2", "--seconds=1", "--warmup_seconds=0.5",
-                        f"--sentences_file={sentences}", timeout=180)
+    result = run_module_in_subprocess(
+        "t2t_repro.bench", "serve", f"--export_dir={tmp_path / 'export'}",
+        "--clients=2", "--seconds=1", "--warmup_seconds=0.5",
+        f"--sentences_file={sentences}", timeout=180)
     assert result.returncode == 0, result.stderr + result.stdout
     table = {cells[0]: cells[1:] for cells in
              (re.split(r"\s{2,}", line) for line in result.stdout.splitlines())}

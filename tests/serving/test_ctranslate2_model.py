@@ -107,15 +107,25 @@ def test_teacher_forced_log_probabilities_equal_ours(converted):
         np.testing.assert_allclose(result.log_probs, ours, atol=1e-4)
 
 
-def test_an_int8_conversion_decodes_nearly_the_same(converted, tmp_path):
+def test_an_int8_conversion_is_ctranslate2s_int8_of_the_float32_model(converted, tmp_path):
+    """The int8 folder holds int8 weights (under half of float32's bytes), and decodes
+    exactly as CTranslate2's own int8 quantization of the float32 folder at load time. How close
+    int8 decodes come to float32 ones depends on the CPU's int8 kernels, not on the conversion:
+    on an AVX2 EPYC (u8s8 GEMM) fewer than half of these greedy outputs stay the same, on
+    AVX-512 VNNI machines most do."""
     write_ctranslate2_model(converted["model"], SymbolProblem(), str(tmp_path / "int8"),
                             quantization="int8")
+    int8_bytes = (tmp_path / "int8" / "model.bin").stat().st_size
+    assert int8_bytes < 0.5 * (converted["dir"] / "model.bin").stat().st_size
     sources = [tokens(row) for row in converted["sources"]]
-    float32 = converted["translator"].translate_batch(sources, beam_size=1)
-    int8 = ctranslate2.Translator(str(tmp_path / "int8"), device="cpu").translate_batch(
-        sources, beam_size=1)
-    same = sum(a.hypotheses == b.hypotheses for a, b in zip(float32, int8))
-    assert same >= 0.75 * len(sources)
+    quantized_at_load = ctranslate2.Translator(str(converted["dir"]), device="cpu",
+                                               compute_type="int8_float32")
+    converted_int8 = ctranslate2.Translator(str(tmp_path / "int8"), device="cpu")
+    assert converted_int8.compute_type == quantized_at_load.compute_type == "int8_float32"
+    expected = quantized_at_load.translate_batch(sources, beam_size=1, return_scores=True)
+    got = converted_int8.translate_batch(sources, beam_size=1, return_scores=True)
+    assert [r.hypotheses for r in got] == [r.hypotheses for r in expected]
+    assert [r.scores[0] for r in got] == pytest.approx([r.scores[0] for r in expected], abs=1e-5)
 
 
 def test_an_existing_folder_is_never_replaced(converted):

@@ -26,8 +26,7 @@ def server(tmp_path_factory):
 
 
 def query(server, *args, input=None):
-    return run_module("t2t_repro.query", f"--server={server.url}", *args, input=input,
-                      timeout=60)
+    return run_module("t2t_repro.query", f"--server={server.url}", *args, input=input)
 
 
 def translations(texts):
@@ -80,7 +79,7 @@ def test_no_server_is_a_clear_error():
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     result = run_module("t2t_repro.query", f"--server=http://127.0.0.1:{port}",
-                        input="hello\n", timeout=60)
+                        input="hello\n")
     assert result.returncode != 0
     assert f"http://127.0.0.1:{port}/v1/models/default:predict" in result.stderr
     assert "python -m t2t_repro.serve" in result.stderr
