@@ -13,7 +13,7 @@ import numpy as np
 from t2t_repro.data.problem import EVAL, TRAIN, Problem, UnencodableInputError
 from t2t_repro.data.token_arrays import TokenArrays
 from t2t_repro.registry import problems
-from t2t_repro.special_ids import EOS_ID
+from t2t_repro.names import EOS_ID
 
 _RESERVED_IDS = 2  # padding and EOS
 

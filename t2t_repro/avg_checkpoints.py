@@ -11,17 +11,18 @@ itself an output_dir to decode from. The run's own checkpoints are only read.
 import json
 import os
 
-from t2t_repro import quiet_tensorflow
+from t2t_repro.cli import quiet_tensorflow
 
 quiet_tensorflow.import_tensorflow()  # before anything imports it: see the module
 
 from absl import flags  # noqa: E402
 
-from t2t_repro import command_line, run_flags  # noqa: E402,F401 (run_flags: --output_dir)
-from t2t_repro.atomic_files import write_text_atomically  # noqa: E402
-from t2t_repro.command_line import FlagAlias, apply_flag_aliases, check_usage  # noqa: E402
+from t2t_repro.cli import entry_point, run_flags  # noqa: E402,F401 (run_flags: --output_dir)
+from t2t_repro.utils.atomic_files import write_text_atomically  # noqa: E402
+from t2t_repro.cli.entry_point import FlagAlias, apply_flag_aliases, check_usage  # noqa: E402
 from t2t_repro.errors import ConfigurationError  # noqa: E402
 from t2t_repro.hparams import HPARAMS_FILENAME  # noqa: E402
+from t2t_repro.names import FLAGS_FILENAME  # noqa: E402
 
 FLAGS = flags.FLAGS
 
@@ -34,7 +35,6 @@ flags.DEFINE_integer("num_last_checkpoints", None,
 ALIASES = (FlagAlias("num_last_checkpoints", "n"),)
 
 # The trainer's (t2t_repro.trainer defines flags of the same names, so it is not imported).
-FLAGS_FILENAME = "flags.txt"
 
 
 def copy_run_config(output_dir, avg_dir):
@@ -92,4 +92,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    command_line.run(main)
+    entry_point.run(main)

@@ -10,10 +10,10 @@ comparable only with figures computed the same way.
 
 from absl import flags
 
-from t2t_repro import command_line
-from t2t_repro.command_line import check_usage
+from t2t_repro.cli import entry_point
+from t2t_repro.cli.entry_point import check_usage
 from t2t_repro.errors import ConfigurationError
-from t2t_repro.text_lines import TextLinesError, read_lines
+from t2t_repro.utils.text_lines import TextLinesError, read_lines
 
 FLAGS = flags.FLAGS
 
@@ -26,7 +26,7 @@ flags.DEFINE_string("language", "de",
 
 def read_flagged_lines(flag_name):
     """The lines of the file that --<flag_name> names (split as every command splits them,
-    see t2t_repro.text_lines); a file that cannot be read is a ConfigurationError."""
+    see t2t_repro.utils.text_lines); a file that cannot be read is a ConfigurationError."""
     path = FLAGS[flag_name].value
     try:
         return read_lines(path)
@@ -52,4 +52,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    command_line.run(main)
+    entry_point.run(main)

@@ -9,12 +9,12 @@ lists them); WMT14 is downloaded through tensorflow-datasets when they are absen
 again with the data present does nothing.
 """
 
-from t2t_repro import quiet_tensorflow
+from t2t_repro.cli import quiet_tensorflow
 
 quiet_tensorflow.import_tensorflow()  # before anything imports it: see the module
 
-from t2t_repro import command_line, problem_flags, usr_dir  # noqa: E402
-from t2t_repro.command_line import check_usage  # noqa: E402
+from t2t_repro.cli import entry_point, problem_flags, usr_dir  # noqa: E402
+from t2t_repro.cli.entry_point import check_usage  # noqa: E402
 
 FLAGS = problem_flags.FLAGS
 
@@ -27,4 +27,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    command_line.run(main)
+    entry_point.run(main)

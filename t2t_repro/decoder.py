@@ -13,13 +13,13 @@ problem's scores: sacreBLEU and the paper's tokenized BLEU for translation.
 
 import sys
 
-from t2t_repro import quiet_tensorflow
+from t2t_repro.cli import quiet_tensorflow
 
 quiet_tensorflow.import_tensorflow()  # before anything imports it: see the module
 
 from absl import flags  # noqa: E402
 
-from t2t_repro import command_line, problem_flags, trained_model_flags  # noqa: E402
+from t2t_repro.cli import entry_point, problem_flags, trained_run  # noqa: E402
 from t2t_repro.decoding import file_decoding  # noqa: E402
 
 FLAGS = flags.FLAGS
@@ -37,11 +37,11 @@ def run():
 
     problem = problem_flags.create_problem()
     problem.check_data()
-    hparams = trained_model_flags.resolve_hparams()
+    hparams = trained_run.resolve_hparams()
     decode_hparams = create_decode_hparams(problem, FLAGS.decode_hparams)
     sources = (file_decoding.read_sources(problem, FLAGS.decode_from_file, FLAGS.decode_reference)
                if FLAGS.decode_from_file else None)
-    checkpoint, model = trained_model_flags.load_model(problem, hparams)
+    checkpoint, model = trained_run.load_model(problem, hparams)
     if sources is not None:
         file_decoding.check_source_lengths(model, sources[1], FLAGS.decode_from_file)
     print(f"Decoding with {checkpoint}: beam_size={decode_hparams.beam_size}, "
@@ -56,9 +56,9 @@ def run():
 
 
 def main(argv):
-    trained_model_flags.start_trained_run_command(argv)
+    trained_run.start_trained_run_command(argv)
     run()
 
 
 if __name__ == "__main__":
-    command_line.run(main)
+    entry_point.run(main)

@@ -7,7 +7,8 @@
 
 from absl import flags
 
-from t2t_repro import command_line, exporter
+from t2t_repro.cli import entry_point
+from t2t_repro import exporter
 
 FLAGS = flags.FLAGS
 
@@ -22,4 +23,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    command_line.run(main)
+    entry_point.run(main)

@@ -18,20 +18,21 @@ hparams are the run's (its flags.txt and hparams.json), the weights its newest c
 import os
 import sys
 
-from t2t_repro import quiet_tensorflow
+from t2t_repro.cli import quiet_tensorflow
 
 quiet_tensorflow.import_tensorflow()  # before anything imports it: see the module
 
 from absl import flags, logging  # noqa: E402
 
-from t2t_repro import command_line, problem_flags, run_folder, trained_model_flags  # noqa: E402
+from t2t_repro.cli import entry_point, problem_flags, trained_run  # noqa: E402
+from t2t_repro import names  # noqa: E402
 from t2t_repro.errors import ConfigurationError  # noqa: E402
 
 FLAGS = flags.FLAGS
 
 EXPORT_FORMATS = ("saved_model", "ctranslate2")
-_DEFAULT_SUBDIRS = {"saved_model": run_folder.EXPORT_SUBDIR,
-                    "ctranslate2": run_folder.CTRANSLATE2_SUBDIR}
+_DEFAULT_SUBDIRS = {"saved_model": names.EXPORT_SUBDIR,
+                    "ctranslate2": names.CTRANSLATE2_SUBDIR}
 
 flags.DEFINE_enum("export_format", "saved_model", EXPORT_FORMATS,
                   "saved_model (text in, text out, for TF Serving) or ctranslate2.")
@@ -95,8 +96,8 @@ def export(target=None):
     check_format_flags()
     problem = problem_flags.create_problem()
     problem.check_data()
-    hparams = trained_model_flags.resolve_hparams()
-    checkpoint, model = trained_model_flags.load_model(problem, hparams)
+    hparams = trained_run.resolve_hparams()
+    checkpoint, model = trained_run.load_model(problem, hparams)
     if target is None:
         export_dir = FLAGS.export_dir or os.path.join(
             FLAGS.output_dir, _DEFAULT_SUBDIRS[FLAGS.export_format])
@@ -109,9 +110,9 @@ def export(target=None):
 
 def main(argv, target=None):
     logging.set_verbosity(logging.WARNING)  # tf.saved_model.save logs every file it writes
-    trained_model_flags.start_trained_run_command(argv)
+    trained_run.start_trained_run_command(argv)
     export(target)
 
 
 if __name__ == "__main__":
-    command_line.run(main)
+    entry_point.run(main)

@@ -10,10 +10,10 @@ import difflib
 import json
 import os
 
-from t2t_repro.atomic_files import write_text_atomically
+from t2t_repro.utils.atomic_files import write_text_atomically
 from t2t_repro.errors import UserError
+from t2t_repro.names import HPARAMS_FILENAME
 
-HPARAMS_FILENAME = "hparams.json"
 _TYPES = (bool, int, float, str)
 
 

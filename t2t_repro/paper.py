@@ -16,7 +16,7 @@ import sys
 # does not track on every CPU (AVX2 EPYCs, without oneDNN); its BFC allocator always does.
 os.environ.setdefault("TF_CPU_ALLOCATOR_USE_BFC", "true")
 
-from t2t_repro import quiet_tensorflow  # noqa: E402
+from t2t_repro.cli import quiet_tensorflow  # noqa: E402
 from t2t_repro.tables import layer_complexity, parameter_counts, training_cost
 
 quiet_tensorflow.import_tensorflow()  # TensorFlow's start-up lines would precede the table

@@ -15,18 +15,18 @@ import sys
 
 from absl import flags
 
-from t2t_repro import command_line, run_flags  # noqa: F401 (run_flags: --model_name)
-from t2t_repro.beam_lines import beams_line
-from t2t_repro.command_line import FlagAlias, apply_flag_aliases, check_usage
-from t2t_repro.serving.client import DEFAULT_SIGNATURE, QueryError, predict
-from t2t_repro.text_lines import TextLinesError, iter_lines
+from t2t_repro.cli import entry_point, run_flags  # noqa: F401 (run_flags: --model_name)
+from t2t_repro.utils.text_lines import beams_line
+from t2t_repro.cli.entry_point import FlagAlias, apply_flag_aliases, check_usage
+from t2t_repro.serving.client import BEST_SIGNATURE, QueryError, predict
+from t2t_repro.utils.text_lines import TextLinesError, iter_lines
 
 FLAGS = flags.FLAGS
 
 flags.DEFINE_string("server", "http://127.0.0.1:8501", "The server's address.")
 flags.DEFINE_string("inputs_file", None, "Text to translate, one sentence per line; without "
                     "it, lines are read from stdin.")
-flags.DEFINE_string("signature_name", DEFAULT_SIGNATURE,
+flags.DEFINE_string("signature_name", BEST_SIGNATURE,
                     "serving_default (the best translation) or beams (every beam, scored).")
 flags.DEFINE_integer("batch_size", 16, "Lines sent in one request.", lower_bound=1)
 flags.DEFINE_float("timeout", 300.0, "Seconds to wait for the server's answer to one request.",
@@ -91,4 +91,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    command_line.run(main)
+    entry_point.run(main)

@@ -19,15 +19,15 @@ serving/request_batching.py). Ctrl-C stops it.
 import re
 import sys
 
-from t2t_repro import quiet_tensorflow
+from t2t_repro.cli import quiet_tensorflow
 
 quiet_tensorflow.import_tensorflow()  # before anything imports it: see the module
 
 import tensorflow as tf  # noqa: E402
 from absl import flags  # noqa: E402
 
-from t2t_repro import command_line, run_flags  # noqa: E402,F401 (--export_dir, --model_name)
-from t2t_repro.command_line import check_usage  # noqa: E402
+from t2t_repro.cli import entry_point, run_flags  # noqa: E402,F401 (--export_dir, --model_name)
+from t2t_repro.cli.entry_point import check_usage  # noqa: E402
 from t2t_repro.errors import ConfigurationError  # noqa: E402
 from t2t_repro.serving import model_store, rest_api  # noqa: E402
 
@@ -94,4 +94,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    command_line.run(main)
+    entry_point.run(main)

@@ -7,24 +7,26 @@
 Running the same command again resumes from the latest checkpoint in --output_dir, and so does
 `python -m t2t_repro.trainer --flagfile=<output_dir>/flags.txt`.
 
-With KERAS_BACKEND=jax it trains on JAX and imports no TensorFlow (`training.jax_run`).
+With KERAS_BACKEND=jax it trains on JAX and imports no TensorFlow (`training.jax.run`).
 """
 
 import os
 
-from t2t_repro import backend, quiet_tensorflow
+from t2t_repro.utils import backend
+from t2t_repro.cli import quiet_tensorflow
 
 if backend.is_tensorflow():
     quiet_tensorflow.import_tensorflow()  # before anything imports it: see the module
 
 from absl import flags  # noqa: E402
 
-from t2t_repro import model_flags, problem_flags, usr_dir  # noqa: E402
-from t2t_repro.atomic_files import write_text_atomically  # noqa: E402
-from t2t_repro import command_line  # noqa: E402
-from t2t_repro.command_line import FlagAlias, apply_flag_aliases, check_usage  # noqa: E402
+from t2t_repro.cli import model_flags, problem_flags, usr_dir  # noqa: E402
+from t2t_repro.utils.atomic_files import write_text_atomically  # noqa: E402
+from t2t_repro.cli import entry_point  # noqa: E402
+from t2t_repro.cli.entry_point import FlagAlias, apply_flag_aliases, check_usage  # noqa: E402
 from t2t_repro.errors import ConfigurationError, UserError  # noqa: E402
 from t2t_repro.training.strategy_names import STRATEGIES, WorkerFailureError  # noqa: E402
+from t2t_repro.names import FLAGS_FILENAME  # noqa: E402
 
 FLAGS = flags.FLAGS
 
@@ -74,7 +76,6 @@ ALIASES = (
     FlagAlias("xla_compile", "jit_compile"),
 )
 
-FLAGS_FILENAME = "flags.txt"
 _SHOWN_DECODES = 5
 
 
@@ -226,7 +227,8 @@ def main(argv):
 def exit_if_worker_failed(error):
     """Exits with a one-line account when `error` is a multi-worker collective's report of a
     lost peer."""
-    from t2t_repro.training import checkpoints, strategy
+    from t2t_repro.training import checkpoints
+    from t2t_repro.training.tensorflow import strategy
 
     if isinstance(error, strategy.worker_failure_errors()):
         raise WorkerFailureError(strategy.describe_worker_failure(
@@ -234,4 +236,4 @@ def exit_if_worker_failed(error):
 
 
 if __name__ == "__main__":
-    command_line.run(main)
+    entry_point.run(main)

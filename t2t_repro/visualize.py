@@ -21,14 +21,14 @@ translation: beam search with the problem's decode hparams (--decode_hparams).
 
 import sys
 
-from t2t_repro import quiet_tensorflow
+from t2t_repro.cli import quiet_tensorflow
 
 quiet_tensorflow.import_tensorflow()  # before anything imports it: see the module
 
 from absl import flags  # noqa: E402
 
-from t2t_repro import command_line, problem_flags, trained_model_flags  # noqa: E402
-from t2t_repro.command_line import check_usage  # noqa: E402
+from t2t_repro.cli import entry_point, problem_flags, trained_run  # noqa: E402
+from t2t_repro.cli.entry_point import check_usage  # noqa: E402
 from t2t_repro.errors import ConfigurationError  # noqa: E402
 from t2t_repro.visualization import plots  # noqa: E402
 
@@ -51,7 +51,7 @@ def run():
 
     problem = problem_flags.create_problem()
     problem.check_data()
-    hparams = trained_model_flags.resolve_hparams()
+    hparams = trained_run.resolve_hparams()
     schedule_hparams = (create_hparams(FLAGS.schedule_hparams_set)
                         if FLAGS.schedule_hparams_set else hparams)
     plots.check_layer(hparams, FLAGS.layer)
@@ -59,7 +59,7 @@ def run():
         raise ConfigurationError(f"--positions={FLAGS.positions}: draw at least 1 position.")
     input_ids = plots.encode(problem, FLAGS.inputs, "inputs")
     target_ids = plots.encode(problem, FLAGS.targets, "targets") if FLAGS.targets else None
-    checkpoint, model = trained_model_flags.load_model(problem, hparams)
+    checkpoint, model = trained_run.load_model(problem, hparams)
     plots.check_lengths(model, input_ids, target_ids)
     if target_ids is None:
         target_ids = plots.own_translation(model, problem, input_ids,
@@ -75,9 +75,9 @@ def run():
 
 def main(argv):
     check_usage(argv, ("inputs", "plot_dir"), hint="see --helpfull")
-    trained_model_flags.start_trained_run_command(argv)
+    trained_run.start_trained_run_command(argv)
     run()
 
 
 if __name__ == "__main__":
-    command_line.run(main)
+    entry_point.run(main)

@@ -64,7 +64,7 @@ def _exit_status(code):
 def run_module(module, *args, input=None):
     """Runs `python -m <module> args...` inside this process: absl parses the flags (restored
     afterwards) and the command's `main` runs through the same user-error reporting as
-    `command_line.run`. Returns a CompletedProcess with its exit status, stdout and stderr;
+    `entry_point.run`. Returns a CompletedProcess with its exit status, stdout and stderr;
     an unexpected exception leaves a traceback on stderr and status 1, as it would."""
     import importlib
     import io
@@ -74,7 +74,7 @@ def run_module(module, *args, input=None):
     from absl import flags
     from absl.testing import flagsaver
 
-    from t2t_repro import command_line
+    from t2t_repro.cli import entry_point
 
     command = importlib.import_module(module)
     stdout, stderr = io.StringIO(), io.StringIO()
@@ -87,7 +87,7 @@ def run_module(module, *args, input=None):
                 argv = flags.FLAGS([module, *args])
             except flags.Error as error:  # as absl's app.run reports it
                 sys.exit(f"FATAL Flags parsing error: {error}")
-            command_line.report_user_errors(command.main)(argv)
+            entry_point.report_user_errors(command.main)(argv)
             returncode = 0
         except SystemExit as exit:
             returncode = _exit_status(exit.code)

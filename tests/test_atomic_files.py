@@ -4,8 +4,8 @@ import os
 
 import pytest
 
-from t2t_repro import atomic_files
-from t2t_repro.atomic_files import atomic_path, is_temporary, write_text_atomically
+from t2t_repro.utils import atomic_files
+from t2t_repro.utils.atomic_files import atomic_path, is_temporary, write_text_atomically
 
 
 def test_the_target_appears_only_once_complete(tmp_path):

@@ -4,7 +4,7 @@ import pytest
 from absl import flags
 
 from conftest import run_module
-from t2t_repro.command_line import FlagAlias, apply_flag_aliases
+from t2t_repro.cli.entry_point import FlagAlias, apply_flag_aliases
 from t2t_repro.errors import ConfigurationError
 
 

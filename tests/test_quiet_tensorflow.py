@@ -5,7 +5,7 @@ import subprocess
 import sys
 
 from conftest import run_module
-from t2t_repro.quiet_tensorflow import without_startup_noise
+from t2t_repro.cli.quiet_tensorflow import without_startup_noise
 
 ABSL_PREAMBLE = ("WARNING: All log messages before absl::InitializeLog() is called are written "
                  "to STDERR\n")
@@ -32,7 +32,7 @@ def test_an_entry_point_prints_only_its_own_message(tmp_path):
 def test_other_lines_written_to_file_descriptor_2_meanwhile_still_show():
     code = (
         "import os\n"
-        "from t2t_repro.quiet_tensorflow import startup_noise_filtered\n"
+        "from t2t_repro.cli.quiet_tensorflow import startup_noise_filtered\n"
         "with startup_noise_filtered():\n"
         f"    os.write(2, {(ABSL_PREAMBLE + NO_DRIVER + REAL_ERROR + CUINIT).encode()!r})\n"
         "    print('from python', file=__import__('sys').stderr)\n"

@@ -4,7 +4,7 @@ three commands agree is tested in test_decoder_input.py, which has a model to de
 
 import pytest
 
-from t2t_repro.text_lines import TextLinesError, read_lines
+from t2t_repro.utils.text_lines import TextLinesError, read_lines
 
 # "\r\n" ends a line; a lone "\r" and U+2028 stay inside theirs; the last line has no "\n".
 AWKWARD = b"1 2\r3\n4\r\n5\xe2\x80\xa86\n7"

@@ -10,7 +10,7 @@ import pytest
 
 from conftest import attention_image_steps, run_module, run_module_in_subprocess
 from t2t_repro import registry
-from t2t_repro import usr_dir as usr_dir_lib
+from t2t_repro.cli import usr_dir as usr_dir_lib
 from t2t_repro.training import checkpoints
 
 TINY_RUN = [

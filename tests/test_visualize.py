@@ -13,7 +13,7 @@ from matplotlib import image
 
 from problems.algorithmic import AlgorithmicReverse
 from t2t_repro import hparams as hparams_lib
-from t2t_repro.model_flags import ConfigurationError
+from t2t_repro.cli.model_flags import ConfigurationError
 from t2t_repro.training.run import build_model, compile_for_training, load_trained_model
 from t2t_repro.visualization import attention, figures, plots
 

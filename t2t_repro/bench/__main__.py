@@ -5,7 +5,8 @@
 import os
 import sys
 
-from t2t_repro import backend, quiet_tensorflow
+from t2t_repro.utils import backend
+from t2t_repro.cli import quiet_tensorflow
 
 BENCHMARKS = {"decode": "t2t_repro.bench.decode", "pipeline": "t2t_repro.bench.pipeline",
               "serve": "t2t_repro.bench.serve", "train": "t2t_repro.bench.train"}

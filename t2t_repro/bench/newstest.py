@@ -4,7 +4,7 @@ and newstest2014 sentences."""
 import os
 
 from t2t_repro.bench.pipeline import multi30k_tmp_dir
-from t2t_repro.special_ids import EOS_ID
+from t2t_repro.names import EOS_ID
 
 VOCAB_SIZE = 37000
 

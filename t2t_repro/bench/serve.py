@@ -30,7 +30,7 @@ from t2t_repro.bench.pipeline import DEFAULT_DATA_ROOT
 from t2t_repro.bench.report import format_table
 from t2t_repro.serving.client import QueryError, parse_predictions, predict_path, request_body
 from t2t_repro.serving.local_server import HOST, LocalServer
-from t2t_repro.text_lines import read_lines
+from t2t_repro.utils.text_lines import read_lines
 
 REQUEST_TIMEOUT_S = 60
 

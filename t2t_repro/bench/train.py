@@ -8,7 +8,7 @@ In one run, on this machine, every contender on the same batch:
      `bench decode`), sorted by length and cut into batches of at most `--batch_tokens` padded
      target tokens; the batch holding the median pair (DESIGN §7: about 151 sentences, source
      41 and target 27 tokens, ~3,970 real target tokens);
-  2. t2t_repro's transformer_base step as the trainer runs it (`TrainStep`: forward,
+  2. t2t_repro's transformer_base step as the trainer runs it (`TensorFlowTrainStep`: forward,
      label-smoothed loss, backward, Adam), as a TensorFlow graph and with XLA;
   3. the peer (`bench.torch_peer`): PyTorch's `nn.Transformer` with the same sizes, tied
      embeddings, loss and optimizer, eager and under `torch.compile`.
@@ -58,15 +58,15 @@ def median_batch(source_ids, target_ids, batch_tokens):
 
 
 def our_training_step(problem, hparams, inputs, targets, jit_compile):
-    """`(step, trainable parameter count)`: `step()` runs one `TrainStep` update of a new
+    """`(step, trainable parameter count)`: `step()` runs one `TensorFlowTrainStep` update of a new
     model."""
     import tensorflow as tf
 
     from t2t_repro.training.run import build_model, compile_for_training
-    from t2t_repro.training.train_step import TrainStep
+    from t2t_repro.training.tensorflow.train_step import TensorFlowTrainStep
 
     model = compile_for_training(build_model("transformer", hparams, problem), hparams)
-    update = TrainStep(model, tf.distribute.get_strategy(), hparams.label_smoothing,
+    update = TensorFlowTrainStep(model, tf.distribute.get_strategy(), hparams.label_smoothing,
                        jit_compile=jit_compile)
     same_batch = itertools.repeat(({"inputs": tf.constant(inputs),
                                     "targets": tf.constant(targets)}, tf.constant(targets)))

@@ -45,7 +45,7 @@ GOALS_MFU = {"transformer_base": 0.45, "transformer_big": 0.50}
 def our_jax_step(hparams, vocab_size, inputs, targets):
     """`(step, trainable parameter count)`: `step()` runs one `JaxTrainStep` update of a new
     model under `hparams.dtype_policy`."""
-    from t2t_repro.training.jax_train_step import JaxTrainStep
+    from t2t_repro.training.jax.train_step import JaxTrainStep
     from t2t_repro.training.run import compile_for_training
     from t2t_repro.models.transformer import Transformer
 
@@ -60,7 +60,7 @@ def peak_of(dtype_policy, peak_tflops):
     """(device name, peak TFLOPS of JAX's default device at the policy's dtype or None)."""
     import jax
 
-    from t2t_repro.training.jax_run import peak_tflops_of
+    from t2t_repro.training.jax.run import peak_tflops_of
 
     device = jax.devices()[0]
     return device.device_kind, peak_tflops or peak_tflops_of(device, dtype_policy)

@@ -8,7 +8,7 @@ nothing of this package at serving time.
 
 import tensorflow as tf
 
-from t2t_repro.special_ids import EOS_ID, PAD_ID
+from t2t_repro.names import EOS_ID, PAD_ID
 
 
 def texts_of_ids(ids, texts_of_rows):

@@ -13,7 +13,7 @@ import random
 import re
 import tarfile
 
-from t2t_repro.text_lines import TextLinesError, iter_lines
+from t2t_repro.utils.text_lines import TextLinesError, iter_lines
 from t2t_repro.errors import UserError
 
 # How many of an archive's member names a missing-member error lists.
@@ -54,7 +54,7 @@ def _label(source):
 
 def _decoded_lines(binary, name, label):
     """UTF-8 lines of a binary stream called `name` (gunzipped if .gz), without line endings,
-    split by the rule of `t2t_repro.text_lines` that the decoder and BLEU command share."""
+    split by the rule of `t2t_repro.utils.text_lines` that the decoder and BLEU command share."""
     if _is_gzip(name):
         binary = gzip.GzipFile(fileobj=binary)
     try:

@@ -10,7 +10,7 @@ import random
 
 import tensorflow as tf
 
-from t2t_repro.atomic_files import atomic_path
+from t2t_repro.utils.atomic_files import atomic_path
 
 FEATURES = ("inputs", "targets")
 _PARSE_BATCH = 1024  # records parsed per call when reading one by one: batches parse faster

@@ -24,14 +24,14 @@ import json
 import os
 import time
 
-from t2t_repro.atomic_files import write_text_atomically
+from t2t_repro.utils.atomic_files import write_text_atomically
 from t2t_repro.data import token_arrays
 from t2t_repro.data.packing import CHUNK_SIZE
 from t2t_repro.data.problem import EVAL, MODES, TRAIN, Problem, ProblemDataError
 from t2t_repro.data.raw_text import MissingRawDataError, RawDataError, reservoir_sample
 from t2t_repro.data.vocabulary import SubwordVocabulary, train_vocabulary
 from t2t_repro.hparams import HParams
-from t2t_repro.special_ids import EOS_ID
+from t2t_repro.names import EOS_ID
 
 _ENCODE_BATCH = 10000  # pairs encoded per sentencepiece call (it encodes a batch in parallel)
 _SAMPLE_SEED = 1234

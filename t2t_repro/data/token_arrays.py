@@ -19,7 +19,7 @@ import os
 
 import numpy as np
 
-from t2t_repro.atomic_files import atomic_path, temporary_path
+from t2t_repro.utils.atomic_files import atomic_path, temporary_path
 
 FEATURES = ("inputs", "targets")
 _SUFFIXES = (".ids.npy", ".offsets.npy")

@@ -8,7 +8,7 @@ The models are trained so that `decode(encode(text)) == text`: no normalisation,
 kept as it is, and characters outside the vocabulary spelled as UTF-8 bytes (byte fallback)
 instead of mapping to an unknown id. The one exception is U+2581 '▁', sentencepiece's own space
 marker, which it reads as a space in any input (`a▁b` comes back as `a b`). Ids 0 and 1 are padding and end of sequence, as
-everywhere in t2t_repro (`special_ids`).
+everywhere in t2t_repro (`names`).
 
 All problems use BPE. The paper's word pieces (EN-FR) come from a bottom-up merge procedure, as
 BPE does (the merge criterion differs: likelihood gain rather than pair frequency). Sentencepiece's
@@ -19,8 +19,8 @@ lines came out different with an 8k Multi30k model), which would make training a
 
 import sentencepiece
 
-from t2t_repro.atomic_files import atomic_path
-from t2t_repro.special_ids import EOS_ID, PAD_ID
+from t2t_repro.utils.atomic_files import atomic_path
+from t2t_repro.names import EOS_ID, PAD_ID
 from t2t_repro.errors import UserError
 
 MODEL_TYPE = "bpe"

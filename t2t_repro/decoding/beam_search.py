@@ -28,7 +28,7 @@ import numpy as np
 from keras import ops
 
 from t2t_repro.decoding.compiled import compile_for_backend
-from t2t_repro.special_ids import EOS_ID, PAD_ID
+from t2t_repro.names import EOS_ID, PAD_ID
 
 # Finite, so that sums and ratios of "impossible" scores never produce NaN.
 NEG_INF = -1e9

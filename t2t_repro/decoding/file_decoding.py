@@ -3,16 +3,16 @@ of lines typed one at a time (`python -m t2t_repro.decoder` turns its flags into
 
 A blank line (empty, or ASCII whitespace only) translates to an empty line with score 0,
 without decoding, as an exported model answers it. Output lines are the best hypothesis, or
-with the decode hparam `return_beams` every hypothesis and its score (`beam_lines`).
+with the decode hparam `return_beams` every hypothesis and its score (`utils.text_lines.beams_line`).
 """
 
 import sys
 import time
 
-from t2t_repro.atomic_files import write_text_atomically
-from t2t_repro.beam_lines import beams_line
+from t2t_repro.utils.atomic_files import write_text_atomically
+from t2t_repro.utils.text_lines import beams_line
 from t2t_repro.errors import ConfigurationError
-from t2t_repro.text_lines import iter_lines, read_lines
+from t2t_repro.utils.text_lines import iter_lines, read_lines
 
 
 class ProgressPrinter:

@@ -3,7 +3,7 @@
 import numpy as np
 
 from t2t_repro.decoding.transformer_search import TransformerBeamSearch
-from t2t_repro.special_ids import PAD_ID
+from t2t_repro.names import PAD_ID
 
 
 def create_decode_hparams(problem, overrides=""):

@@ -6,7 +6,7 @@ import numpy as np
 from keras import ops
 
 from t2t_repro.decoding.beam_search import BeamSearch, reorder_rows
-from t2t_repro.special_ids import PAD_ID
+from t2t_repro.names import PAD_ID
 
 # Sources and caches are padded to a multiple of this many positions, so that a file of
 # sentences of many lengths compiles a handful of shapes rather than one per batch.

@@ -2,7 +2,7 @@
 
 from keras import ops
 
-from t2t_repro.special_ids import PAD_ID
+from t2t_repro.names import PAD_ID
 
 
 def padding_mask(ids, pad_id=PAD_ID):

@@ -13,8 +13,8 @@ import urllib.parse
 import urllib.request
 
 from t2t_repro.errors import UserError
+from t2t_repro.names import BEST_SIGNATURE
 
-DEFAULT_SIGNATURE = "serving_default"
 START_HINT = "start one with `python -m t2t_repro.serve --export_dir=RUN/export`"
 
 # Direct connections only: an http_proxy set for the internet must not carry requests meant for
@@ -38,7 +38,7 @@ def predict_path(model_name):
     return f"/v1/models/{urllib.parse.quote(model_name, safe='')}:predict"
 
 
-def request_body(texts, signature_name=DEFAULT_SIGNATURE):
+def request_body(texts, signature_name=BEST_SIGNATURE):
     """The JSON of a row-format predict request for `texts`, as bytes."""
     return json.dumps({"signature_name": signature_name, "instances": list(texts)}).encode()
 
@@ -75,7 +75,7 @@ def _answer(outputs, scores):
     return outputs, float(scores)
 
 
-def predict(server, model_name, texts, signature_name=DEFAULT_SIGNATURE, timeout=None):
+def predict(server, model_name, texts, signature_name=BEST_SIGNATURE, timeout=None):
     """Translates `texts` with one request to `server` (e.g. `http://127.0.0.1:8501`); returns
     `parse_predictions`' answers in order. Raises ServerError when the server rejects the
     request, QueryError when it cannot be reached or does not answer within `timeout` s."""

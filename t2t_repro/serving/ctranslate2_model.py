@@ -23,9 +23,9 @@ import shutil
 
 import numpy as np
 
-from t2t_repro.atomic_files import atomic_path
+from t2t_repro.utils.atomic_files import atomic_path
 from t2t_repro.layers.positional import sinusoidal_position_encoding
-from t2t_repro.special_ids import EOS_ID, PAD_ID
+from t2t_repro.names import EOS_ID, PAD_ID
 from t2t_repro.errors import UserError
 
 SENTENCEPIECE_FILE = "sentencepiece.model"

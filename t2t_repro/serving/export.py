@@ -18,13 +18,12 @@ import time
 
 import tensorflow as tf
 
-from t2t_repro.atomic_files import atomic_path
+from t2t_repro.utils.atomic_files import atomic_path
 from t2t_repro.decoding.text_decoding import create_search
-from t2t_repro.special_ids import EOS_ID
+from t2t_repro.names import EOS_ID
 from t2t_repro.errors import UserError
+from t2t_repro.names import BEAMS_SIGNATURE, BEST_SIGNATURE
 
-BEST_SIGNATURE = "serving_default"
-BEAMS_SIGNATURE = "beams"
 EXPORT_INFO_FILE = os.path.join("assets.extra", "export_info.json")
 
 

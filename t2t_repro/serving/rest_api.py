@@ -26,8 +26,8 @@ from starlette.routing import Route
 from t2t_repro.serving.model_store import ModelInputError, ServableNotFoundError
 from t2t_repro.serving.request_batching import (BatchingOptions, QueueFullError, RequestBatcher,
                                                 UnbatchedRunner)
+from t2t_repro.names import BEST_SIGNATURE
 
-DEFAULT_SIGNATURE = "serving_default"
 # TF Serving cuts JSON it echoes in an error at 256 bytes.
 PREVIEW_CHARS = 256
 
@@ -197,11 +197,11 @@ def parse_predict_request(body, model, max_instances):
     """A predict request's signature and instances, checked against `model`'s signatures;
     RequestError (TF Serving's text where it has one) for anything else."""
     payload = _parse_json_object(body)
-    signature_name = payload.get("signature_name", DEFAULT_SIGNATURE)
+    signature_name = payload.get("signature_name", BEST_SIGNATURE)
     if not isinstance(signature_name, str):
         raise RequestError(f"JSON Value: {_preview(payload)} not formatted correctly. "
                            f"'signature_name' key must be a string value.")
-    signature_name = signature_name or DEFAULT_SIGNATURE
+    signature_name = signature_name or BEST_SIGNATURE
     if signature_name not in model.signatures:
         raise RequestError(f"Serving signature name: {json.dumps(signature_name)} not found "
                            f"in signature def")

@@ -213,7 +213,7 @@ def format_text(report):
 def plot(report, path):
     """Time per call against n on log-log axes, one line per layer, with n and n² guides over
     the fitted lengths."""
-    from t2t_repro import plotting
+    from t2t_repro.utils import plotting
 
     plt = plotting.pyplot()
     figure, axes = plt.subplots(figsize=(6.4, 4.4))

@@ -12,7 +12,7 @@ The training loop's calls (the chief only):
 
     example = fixed_eval_example(problem)                       # once, before training
     images = attention_images(model, problem, *example)         # at each evaluation
-    write_attention_images(os.path.join(output_dir, ATTENTION_DIR), step, images)
+    write_attention_images(os.path.join(output_dir, names.EVAL_ATTENTION_SUBDIR), step, images)
 """
 
 import collections
@@ -24,7 +24,6 @@ import numpy as np
 
 from t2t_repro.visualization.attention import STACK_TITLES, STACKS, attention_maps
 
-ATTENTION_DIR = "eval_attention"  # TensorBoard shows it as a run of its own
 TAG_PREFIX = "attention/"
 # A head's tile is its weights enlarged to about this many pixels on its longer side.
 TILE_PIXELS = 96

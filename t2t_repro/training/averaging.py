@@ -16,7 +16,7 @@ import h5py
 import ml_dtypes
 import numpy as np
 
-from t2t_repro.atomic_files import atomic_path
+from t2t_repro.utils.atomic_files import atomic_path
 from t2t_repro.errors import UserError
 
 OPTIMIZER_GROUP = "optimizer"

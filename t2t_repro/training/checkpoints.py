@@ -14,10 +14,10 @@ import time
 
 import keras
 
-from t2t_repro.atomic_files import atomic_path, is_temporary, target_name
+from t2t_repro.utils.atomic_files import atomic_path, is_temporary, target_name
+from t2t_repro.names import AVERAGED_MARKER
 
 _CHECKPOINT_PATTERN = re.compile(r"^ckpt-(\d+)\.weights\.h5$")
-AVERAGED_MARKER = "averaged.json"
 
 
 def checkpoint_path(directory, step):

@@ -5,7 +5,7 @@ import math
 import keras
 from keras import ops
 
-from t2t_repro.special_ids import PAD_ID
+from t2t_repro.names import PAD_ID
 
 
 def _log_normalizer_and_nll(labels, logits):
@@ -91,7 +91,7 @@ def replica_share(loss):
 class LabelSmoothedCrossEntropy(keras.losses.Loss):
     """Mean label-smoothed cross-entropy per non-padding target token, as a Keras loss for
     `compile`: per replica under a tf.distribute strategy, so replicas weigh equally. The
-    trainer does not train with it: `TrainStep` takes the mean over the global batch's
+    trainer does not train with it: `TensorFlowTrainStep` takes the mean over the global batch's
     tokens, whatever the replicas hold."""
 
     def __init__(self, smoothing=0.1, name="label_smoothed_cross_entropy", **kwargs):

@@ -1,10 +1,10 @@
 """One training run, whatever the backend: build the model, resume, train in segments,
-evaluate, checkpoint, report. `loop.TrainingRun` runs it on TensorFlow (tf.data, tf.distribute)
-and `jax_run.JaxTrainingRun` on JAX; each supplies its train step and batches."""
+evaluate, checkpoint, report. `tensorflow.run.TensorFlowTrainingRun` runs it on TensorFlow (tf.data, tf.distribute)
+and `jax.run.JaxTrainingRun` on JAX; each supplies its train step and batches."""
 
 import os
 
-from t2t_repro import registry
+from t2t_repro import names, registry
 from t2t_repro.data.problem import EVAL, TRAIN
 from t2t_repro.hparams import HParamsError
 from t2t_repro.models.flops import training_flops
@@ -210,7 +210,7 @@ class TrainingRunBase:
         images = attention_images.attention_images(self.model, self.problem,
                                                    *self._attention_example)
         attention_images.write_attention_images(
-            os.path.join(self.output_dir, attention_images.ATTENTION_DIR), step, images)
+            os.path.join(self.output_dir, names.EVAL_ATTENTION_SUBDIR), step, images)
 
     def _decode_and_score(self, step):
         """The decode evaluation's metrics; writes its texts beside the eval events, so that

@@ -1,8 +1,8 @@
-"""A training run on the current Keras backend, from explicit arguments: `loop.TrainingRun` on
-TensorFlow, `jax_run.JaxTrainingRun` on JAX (`python -m t2t_repro.trainer` turns its flags into
+"""A training run on the current Keras backend, from explicit arguments: `loop.TensorFlowTrainingRun` on
+TensorFlow, `jax.run.JaxTrainingRun` on JAX (`python -m t2t_repro.trainer` turns its flags into
 this call). Each backend's modules are imported only when it is the one in use."""
 
-from t2t_repro import backend
+from t2t_repro.utils import backend
 from t2t_repro.training.strategy_names import StrategyError
 
 
@@ -16,15 +16,15 @@ def create_training_run(problem, hparams, output_dir, strategy_name="auto", jit_
         jit_compile: compile the TensorFlow train step with XLA (under JAX it always is).
         seed: seeds weights, dropout and data order (`backend.set_random_seed`); None: unseeded.
         settings: the run's other arguments (model_name, checkpoint and evaluation settings,
-            decode_evaluation, peak_tflops; see `run.TrainingRunBase`).
+            decode_evaluation, peak_tflops; see `run.TensorFlowTrainingRunBase`).
     """
     if seed is not None:
         backend.set_random_seed(seed)
     if backend.is_tensorflow():
-        from t2t_repro.training.loop import TrainingRun
-        from t2t_repro.training.strategy import create_strategy
+        from t2t_repro.training.tensorflow.run import TensorFlowTrainingRun
+        from t2t_repro.training.tensorflow.strategy import create_strategy
 
-        return TrainingRun(problem, hparams, output_dir, create_strategy(strategy_name),
+        return TensorFlowTrainingRun(problem, hparams, output_dir, create_strategy(strategy_name),
                            jit_compile=jit_compile, **settings)
     import logging
 
@@ -32,7 +32,7 @@ def create_training_run(problem, hparams, output_dir, strategy_name="auto", jit_
     logging.getLogger("jax._src.xla_bridge").setLevel(logging.WARNING)
     import jax
 
-    from t2t_repro.training.jax_run import JaxTrainingRun
+    from t2t_repro.training.jax.run import JaxTrainingRun
 
     if strategy_name == "multi_worker":
         raise StrategyError("--strategy=multi_worker is not supported under JAX: train on one "

@@ -1,6 +1,6 @@
 """The `--strategy` choices, importable without TensorFlow (the trainer defines its flags before
 it knows the backend): under TensorFlow they name tf.distribute strategies (`strategy`), under
-JAX how many local devices train (`jax_run`)."""
+JAX how many local devices train (`jax.run`)."""
 
 from t2t_repro.errors import UserError
 

@@ -11,7 +11,7 @@ Backend-agnostic (keras.ops), like the model.
 import numpy as np
 from keras import ops
 
-from t2t_repro.special_ids import EOS_ID, PAD_ID
+from t2t_repro.names import EOS_ID, PAD_ID
 
 STACKS = ("encoder_self", "decoder_self", "encoder_decoder")
 STACK_TITLES = {

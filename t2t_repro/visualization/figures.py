@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from t2t_repro import plotting
+from t2t_repro.utils import plotting
 
 DPI = 100
 GRID_COLUMNS = 4

@@ -43,7 +43,7 @@ def own_translation(model, problem, input_ids, decode_hparams):
     import numpy as np
 
     from t2t_repro.decoding.text_decoding import create_search
-    from t2t_repro.special_ids import EOS_ID
+    from t2t_repro.names import EOS_ID
 
     search = create_search(model, decode_hparams)
     ids = [int(token) for token in search(np.asarray([input_ids])).ids[0, 0]]
@@ -79,7 +79,7 @@ def write_plots(model, problem, input_ids, target_ids, layer, plot_dir, schedule
     three attention stacks, the first `positions` positions of the encoding, and
     `schedule_hparams`' learning rates. Returns {path: the array drawn} (attention weights
     [heads, queries, keys], the position table, the learning rates)."""
-    from t2t_repro import plotting
+    from t2t_repro.utils import plotting
     from t2t_repro.visualization import attention, figures
 
     os.makedirs(plot_dir, exist_ok=True)

@@ -12,7 +12,7 @@ from t2t_repro.data.batching import batch_by_token_budget
 from t2t_repro.data.packing import pack_sorted_lengths
 from t2t_repro.data.problem import EVAL, TRAIN
 from t2t_repro.hparams import create_hparams
-from t2t_repro.special_ids import EOS_ID, PAD_ID
+from t2t_repro.names import EOS_ID, PAD_ID
 
 BUDGET, MAX_LENGTH = 512, 24
 

@@ -9,7 +9,7 @@ import tensorflow as tf
 from problems.algorithmic import AlgorithmicReverse
 from problems.parsing_wsj import ParsingWsj
 from problems.translate_ende import TranslateEnde
-from t2t_repro.special_ids import EOS_ID
+from t2t_repro.names import EOS_ID
 
 # Byte fallback (a character outside the vocabulary), sentencepiece's own space marker, runs
 # of spaces, tabs, and an empty line.

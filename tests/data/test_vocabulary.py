@@ -6,7 +6,7 @@ import pytest
 import tensorflow as tf
 
 from t2t_repro.data.vocabulary import SubwordVocabulary, VocabularyError, train_vocabulary
-from t2t_repro.special_ids import EOS_ID, PAD_ID
+from t2t_repro.names import EOS_ID, PAD_ID
 
 LANGUAGES = ("en", "de")
 # Layout every model shares: padding, EOS, unknown, then the 256 byte pieces <0x00>..<0xFF>.

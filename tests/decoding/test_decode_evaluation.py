@@ -8,7 +8,7 @@ from t2t_repro import registry
 from t2t_repro.data.problem import EVAL
 from t2t_repro.decoding import text_decoding
 from t2t_repro.decoding.beam_search import BeamSearchOutput
-from t2t_repro.special_ids import EOS_ID, PAD_ID
+from t2t_repro.names import EOS_ID, PAD_ID
 
 
 class _ReversingSearch:

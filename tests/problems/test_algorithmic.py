@@ -5,7 +5,7 @@ import pytest
 
 from problems.algorithmic import AlgorithmicCopy, AlgorithmicReverse
 from t2t_repro.data.problem import EVAL, TRAIN, UnencodableInputError
-from t2t_repro.special_ids import EOS_ID
+from t2t_repro.names import EOS_ID
 
 
 class SmallReverse(AlgorithmicReverse):

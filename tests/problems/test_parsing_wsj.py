@@ -15,7 +15,7 @@ from conftest import lay_out
 from problems.parsing_wsj import ParsingWsj, ParsingWsjSemisup
 from t2t_repro import registry
 from t2t_repro.data.raw_text import RawDataError
-from t2t_repro.special_ids import EOS_ID
+from t2t_repro.names import EOS_ID
 
 SAMPLE_HPARAMS = "train_sections=01,eval_sections=00,vocab_size=2000,num_train_shards=2"
 

@@ -24,7 +24,7 @@ from t2t_repro import registry
 from t2t_repro.data.problem import ProblemDataError
 from t2t_repro.data.raw_text import ArchiveMember, RawDataError
 from t2t_repro.data.translation import newstest_layouts, wmt14_training_layouts
-from t2t_repro.special_ids import EOS_ID, PAD_ID
+from t2t_repro.names import EOS_ID, PAD_ID
 
 # Small derived corpora: enough text for a 600-piece vocabulary, quick to generate.
 SMALL_HPARAMS = "vocab_size=600,num_train_shards=2"

@@ -18,7 +18,7 @@ from t2t_repro.serving.ctranslate2_model import (  # noqa: E402
     CTranslate2ExportError,
     write_ctranslate2_model,
 )
-from t2t_repro.special_ids import EOS_ID  # noqa: E402
+from t2t_repro.names import EOS_ID  # noqa: E402
 from t2t_repro.training.losses import LabelSmoothedCrossEntropy  # noqa: E402
 
 VOCAB_SIZE = 24

@@ -26,8 +26,8 @@ import numpy as np  # noqa: E402
 from step_cases import new_model  # noqa: E402
 from tensorflow_modules import exit_if_tensorflow_was_imported  # noqa: E402
 from t2t_repro.hparams import create_hparams  # noqa: E402
-from t2t_repro.training.jax_run import data_parallel_placement  # noqa: E402
-from t2t_repro.training.jax_train_step import JaxTrainStep  # noqa: E402
+from t2t_repro.training.jax.run import data_parallel_placement  # noqa: E402
+from t2t_repro.training.jax.train_step import JaxTrainStep  # noqa: E402
 
 
 def batch(cases, name):

@@ -4,7 +4,7 @@ counts, their union as one padded batch, and a tiny Transformer compiled as the 
 import keras
 import numpy as np
 
-from t2t_repro import backend
+from t2t_repro.utils import backend
 
 VOCAB = 12
 # Adam divides by √v + ε: with the paper's ε = 1e-9, a gradient entry near 1e-9 (a sum that

@@ -15,7 +15,7 @@ from tensorboard.backend.event_processing import event_accumulator
 from problems.algorithmic import AlgorithmicReverse
 from t2t_repro.hparams import create_hparams
 from t2t_repro.models.transformer import Transformer
-from t2t_repro.special_ids import EOS_ID
+from t2t_repro.names import EOS_ID
 from t2t_repro.training import attention_images
 from t2t_repro.visualization.attention import STACKS
 

@@ -17,7 +17,7 @@ VOCAB_SIZE = 12
 
 
 def compiled_transformer(seed):
-    """transformer_tiny, compiled as TrainingRun compiles it, standing in for a trained model:
+    """transformer_tiny, compiled as TensorFlowTrainingRun compiles it, standing in for a trained model:
     every weight (layer norms and biases too, which initialise to constants) and the optimizer
     state (step counter, Adam moments) are drawn from `seed`."""
     registry.import_all()

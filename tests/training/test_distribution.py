@@ -93,13 +93,13 @@ TRAIN_AND_EVALUATE_MIRRORED = textwrap.dedent(
     tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
     from t2t_repro import registry
     from t2t_repro.hparams import create_hparams
-    from t2t_repro.training.loop import TrainingRun
+    from t2t_repro.training.tensorflow.run import TensorFlowTrainingRun
 
     problem = registry.problems["algorithmic_copy"]()
     hparams = create_hparams("transformer_tiny", "batch_size=300,max_length=24")
     strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
     # Six eval batches are enough to show evaluation runs; the whole eval set takes minutes.
-    run = TrainingRun(problem, hparams, tempfile.mkdtemp(), strategy, eval_every=8,
+    run = TensorFlowTrainingRun(problem, hparams, tempfile.mkdtemp(), strategy, eval_every=8,
                       eval_steps=6, log_every=8, print_fn=lambda *args: None)
     rows = [int(features["inputs"].shape[0])
             for features, _ in run.eval_dataset()]

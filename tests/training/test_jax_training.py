@@ -16,7 +16,7 @@ import tensorflow as tf
 from step_cases import HPARAMS, micro_batch, new_model, token_counts, union
 from t2t_repro.hparams import create_hparams
 from t2t_repro.training import checkpoints
-from t2t_repro.training.train_step import TrainStep
+from t2t_repro.training.tensorflow.train_step import TensorFlowTrainStep
 
 TOLERANCE = 1e-5  # float32 matmuls in another order, on another backend
 CLIP_NORM = 0.05  # well below the tiny model's first gradient norm, so clipping acts
@@ -30,9 +30,9 @@ def jax_environment():
 
 
 def tensorflow_update(model, batch, clip_norm=0.0):
-    """One TrainStep update of `model` on `batch`; returns the update's token-mean loss."""
+    """One TensorFlowTrainStep update of `model` on `batch`; returns the update's token-mean loss."""
     hparams = model.hparams
-    step = TrainStep(model, tf.distribute.get_strategy(), hparams.label_smoothing,
+    step = TensorFlowTrainStep(model, tf.distribute.get_strategy(), hparams.label_smoothing,
                      clip_norm=clip_norm)
     stats = step(iter([tuple(tf.nest.map_structure(tf.constant, batch))]))
     return stats.loss_sum / stats.target_tokens

@@ -1,4 +1,4 @@
-"""TrainingRun end to end on an algorithmic problem: learning, resuming, TensorBoard events."""
+"""TensorFlowTrainingRun end to end on an algorithmic problem: learning, resuming, TensorBoard events."""
 
 import os
 import re
@@ -13,10 +13,10 @@ from t2t_repro import registry
 from t2t_repro.data.problem import EVAL, TRAIN
 from t2t_repro.hparams import create_hparams
 from t2t_repro.training import checkpoints, summaries
-from t2t_repro.training.loop import TrainingRun
+from t2t_repro.training.tensorflow.run import TensorFlowTrainingRun
 from t2t_repro.training.run import compile_for_training
 from t2t_repro.training.local_evaluation import evaluate_locally
-from t2t_repro.training.train_step import TrainStep
+from t2t_repro.training.tensorflow.train_step import TensorFlowTrainStep
 
 # Small enough for a 2-core CPU: a 2-layer d_model 64 model for the learning test, a 1-layer
 # d_model 32 model where only the mechanics of stopping and resuming matter.
@@ -39,7 +39,7 @@ def reverse_problem():
 
 def new_run(problem, hparams, output_dir, seed, lines, **kwargs):
     keras.utils.set_random_seed(seed)
-    return TrainingRun(
+    return TensorFlowTrainingRun(
         problem, hparams, str(output_dir), tf.distribute.get_strategy(),
         print_fn=lines.append, **kwargs,
     )
@@ -150,7 +150,7 @@ def test_logged_learning_rate_is_the_rate_of_that_step(learning_run):
 
 
 def test_resume_after_restart(reverse_problem, tmp_path):
-    """Train to 20 (checkpoints every 10), then a new TrainingRun on the same output_dir restores
+    """Train to 20 (checkpoints every 10), then a new TensorFlowTrainingRun on the same output_dir restores
     step 20 with identical weights, step counter and Adam moments, and train(30) makes only
     the remaining 10 updates."""
     hparams = create_hparams("transformer_tiny", MECHANICS_HPARAMS)
@@ -209,7 +209,7 @@ def test_resume_after_kill(reverse_problem, tmp_path):
             raise Killed()
 
     keras.utils.set_random_seed(1)
-    doomed = TrainingRun(reverse_problem, hparams, str(tmp_path), tf.distribute.get_strategy(),
+    doomed = TensorFlowTrainingRun(reverse_problem, hparams, str(tmp_path), tf.distribute.get_strategy(),
                          print_fn=dies_at_step_15, **settings)
     with pytest.raises(Killed):
         doomed.train(40, evaluate_every_segment=False)
@@ -322,7 +322,7 @@ def test_train_scalars_are_token_means_over_the_last_logging_interval():
     batches = _table_batches(seed=3, shapes=[(1, 2), (5, 8), (2, 3), (4, 6)])
     writer, lines = _RecordingWriter(), []
     report = summaries.ProgressReport(writer, total_steps=6, every_steps=3, print_fn=lines.append)
-    train_step = TrainStep(model, tf.distribute.get_strategy(), SMOOTHING)
+    train_step = TensorFlowTrainStep(model, tf.distribute.get_strategy(), SMOOTHING)
     iterator = iter(_dataset(batches + batches[:2]))
     for step in range(1, 7):
         report.add(train_step(iterator), step, learning_rate=0.0)

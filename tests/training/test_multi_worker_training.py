@@ -25,7 +25,7 @@ from t2t_repro import registry
 from t2t_repro.data.problem import TRAIN
 from t2t_repro.hparams import create_hparams
 from t2t_repro.training import checkpoints
-from t2t_repro.training.train_step import TrainStep
+from t2t_repro.training.tensorflow.train_step import TensorFlowTrainStep
 
 WORKERS = 2
 TRAINER = ["-m", "t2t_repro.trainer", "--problem=algorithmic_copy",
@@ -81,8 +81,8 @@ WORKER_STEPS = textwrap.dedent(
     sys.path.insert(0, sys.argv[1])
     from step_cases import HPARAMS, micro_batch, new_model
     from t2t_repro.hparams import create_hparams
-    from t2t_repro.training.strategy import create_strategy
-    from t2t_repro.training.train_step import TrainStep
+    from t2t_repro.training.tensorflow.strategy import create_strategy
+    from t2t_repro.training.tensorflow.train_step import TensorFlowTrainStep
     from test_multi_worker_training import SHAPES, batch_spec
 
     strategy = create_strategy("multi_worker")
@@ -94,7 +94,7 @@ WORKER_STEPS = textwrap.dedent(
     dataset = strategy.distribute_datasets_from_function(
         lambda context: tf.data.Dataset.from_generator(lambda: iter(batches),
                                                        output_signature=batch_spec()))
-    step = TrainStep(model, strategy, hparams.label_smoothing, accumulation_steps=2)
+    step = TensorFlowTrainStep(model, strategy, hparams.label_smoothing, accumulation_steps=2)
     iterator = iter(dataset)
     losses = [step(iterator).loss_sum for _ in range(2)]
     np.savez(sys.argv[2], losses=np.array(losses), *model.get_weights())
@@ -133,7 +133,7 @@ def test_two_workers_take_the_updates_of_one_process_on_the_global_batches(tmp_p
                for i in range(WORKERS)]
     update_batches = [union([batches[0][0], batches[1][0], batches[0][1], batches[1][1]]),
                       union([batches[0][2], batches[1][2], batches[0][3], batches[1][3]])]
-    step = TrainStep(model, tf.distribute.get_strategy(), hparams.label_smoothing)
+    step = TensorFlowTrainStep(model, tf.distribute.get_strategy(), hparams.label_smoothing)
     iterator = iter(tf.data.Dataset.from_generator(lambda: iter(update_batches),
                                                    output_signature=batch_spec()))
     losses = [step(iterator).loss_sum for _ in range(2)]

@@ -1,4 +1,4 @@
-"""Mixed-precision training and non-finite updates, through TrainStep and TrainingRun.
+"""Mixed-precision training and non-finite updates, through TensorFlowTrainStep and TensorFlowTrainingRun.
 
 bfloat16 keeps float32's exponent and 8 significant bits: a tiny model's loss curve under
 `mixed_bfloat16` follows float32's closely. float16 has 11 bits but a small range, so its
@@ -15,7 +15,7 @@ import tensorflow as tf
 from step_cases import HPARAMS, micro_batch, new_model
 from t2t_repro.hparams import create_hparams
 from t2t_repro.training.checkpoints import CheckpointManager
-from t2t_repro.training.train_step import TrainStep
+from t2t_repro.training.tensorflow.train_step import TensorFlowTrainStep
 from test_train_step import batches_iterator
 
 STEPS = 30
@@ -24,7 +24,7 @@ STEPS = 30
 def loss_curve(dtype_policy, batches):
     hparams = create_hparams("transformer_tiny", f"{HPARAMS},dtype_policy={dtype_policy}")
     model = new_model(hparams, dtype_policy=dtype_policy)
-    step = TrainStep(model, tf.distribute.get_strategy(), hparams.label_smoothing)
+    step = TensorFlowTrainStep(model, tf.distribute.get_strategy(), hparams.label_smoothing)
     iterator = batches_iterator(batches)
     curve = []
     for _ in batches:
@@ -55,7 +55,7 @@ def float16_model_and_step():
     hparams = create_hparams("transformer_tiny", f"{HPARAMS},dtype_policy=mixed_float16")
     model = new_model(hparams, dtype_policy="mixed_float16")
     assert isinstance(model.optimizer, keras.optimizers.LossScaleOptimizer)
-    return model, TrainStep(model, tf.distribute.get_strategy(), hparams.label_smoothing)
+    return model, TensorFlowTrainStep(model, tf.distribute.get_strategy(), hparams.label_smoothing)
 
 
 def test_float16_overflow_skips_the_step_and_halves_the_scale():
@@ -95,7 +95,7 @@ def test_a_resumed_float16_run_keeps_its_loss_scale(tmp_path):
 def test_a_nan_loss_is_reported_as_not_finite(dtype_policy):
     hparams = create_hparams("transformer_tiny", f"{HPARAMS},dtype_policy={dtype_policy}")
     model = new_model(hparams, dtype_policy=dtype_policy)
-    step = TrainStep(model, tf.distribute.get_strategy(), hparams.label_smoothing)
+    step = TensorFlowTrainStep(model, tf.distribute.get_strategy(), hparams.label_smoothing)
     iterator = batches_iterator([micro_batch(seed, 4, 6, 5) for seed in range(2)])
     assert step(iterator).finite
     kernel = model.trainable_variables[1]

@@ -1,4 +1,4 @@
-"""TrainStep's one loss definition: the mean over all non-padding target tokens of the global
+"""TensorFlowTrainStep's one loss definition: the mean over all non-padding target tokens of the global
 batch, however it is split over micro-batches and replicas.
 
 Each case trains the same tiny Transformer from the same weights twice: split, and on the union
@@ -20,7 +20,7 @@ import tensorflow as tf
 
 from step_cases import HPARAMS, adam_moments, micro_batch, new_model, token_counts, union
 from t2t_repro.hparams import create_hparams
-from t2t_repro.training.train_step import TrainStep
+from t2t_repro.training.tensorflow.train_step import TensorFlowTrainStep
 
 TOLERANCE = 1e-6
 
@@ -38,7 +38,7 @@ def batches_iterator(batches):
 def train(batches, accumulation_steps, updates=1):
     hparams = create_hparams("transformer_tiny", HPARAMS)
     model = new_model(hparams)
-    step = TrainStep(model, tf.distribute.get_strategy(), hparams.label_smoothing,
+    step = TensorFlowTrainStep(model, tf.distribute.get_strategy(), hparams.label_smoothing,
                      accumulation_steps=accumulation_steps)
     iterator = batches_iterator(batches)
     stats = [step(iterator) for _ in range(updates)]
@@ -103,7 +103,7 @@ TWO_REPLICAS = textwrap.dedent(
     from step_cases import (HPARAMS, adam_moments, filler_batch, micro_batch, new_model,
                             token_counts, union)
     from t2t_repro.hparams import create_hparams
-    from t2t_repro.training.train_step import TrainStep
+    from t2t_repro.training.tensorflow.train_step import TensorFlowTrainStep
 
     hparams = create_hparams("transformer_tiny", HPARAMS)
     SPEC = ({"inputs": tf.TensorSpec((None, None), tf.int32),
@@ -117,7 +117,7 @@ TWO_REPLICAS = textwrap.dedent(
         dataset = strategy.distribute_datasets_from_function(
             lambda context: tf.data.Dataset.from_generator(lambda: iter(batches),
                                                            output_signature=SPEC))
-        stats = TrainStep(model, strategy, hparams.label_smoothing,
+        stats = TensorFlowTrainStep(model, strategy, hparams.label_smoothing,
                           accumulation_steps=accumulation_steps,
                           clip_norm=clip_norm)(iter(dataset))
         return model, stats

@@ -10,7 +10,7 @@ tokens' losses divided by that count, and the optimizer sums the replicas' gradi
 With `accumulation_steps` = k > 1, the gradients of the first k - 1 micro-batches are added
 into per-replica (sync-on-read) variables and the k-th applies the update, so a step on a
 k-times-smaller batch equals one step on their union. Nothing is ever checkpointed between
-micro-batches: the trainer only saves after `TrainStep.__call__` returns.
+micro-batches: the trainer only saves after `TensorFlowTrainStep.__call__` returns.
 
 TensorFlow only (tf.distribute); the model code it calls is backend-agnostic.
 """
@@ -27,7 +27,7 @@ def _all_finite(tensors):
     return tf.reduce_all([tf.reduce_all(tf.math.is_finite(t)) for t in tensors])
 
 
-class TrainStep:
+class TensorFlowTrainStep:
     """Takes one optimizer update per call, pulling `accumulation_steps` micro-batches from a
     distributed iterator of `(features, targets)` per-replica batches.
 

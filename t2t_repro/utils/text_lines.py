@@ -39,3 +39,8 @@ def read_lines(path):
     """The lines of the UTF-8 text file at `path`, as a list (see the module's rule)."""
     with open(path, "rb") as binary:
         return list(iter_lines(binary, path))
+
+
+def beams_line(beams):
+    """`[(text, score), ...]` -> `text<TAB>score<TAB>text<TAB>score...`, scores to 4 decimals."""
+    return "\t".join(f"{text}\t{score:.4f}" for text, score in beams)

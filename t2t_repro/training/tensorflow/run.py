@@ -5,15 +5,15 @@ import warnings
 import tensorflow as tf
 
 from t2t_repro.data.problem import EVAL, TRAIN
-from t2t_repro.training import strategy as strategy_lib
+from t2t_repro.training.tensorflow import strategy as strategy_lib
 from t2t_repro.training import summaries
 from t2t_repro.training.local_evaluation import evaluate_locally
 from t2t_repro.training.peak_flops import compute_dtype
 from t2t_repro.training.run import TrainingRunBase, build_model, compile_for_training
-from t2t_repro.training.train_step import TrainStep
+from t2t_repro.training.tensorflow.train_step import TensorFlowTrainStep
 
 
-class TrainingRun(TrainingRunBase):
+class TensorFlowTrainingRun(TrainingRunBase):
     """`TrainingRunBase` on TensorFlow.
 
     Args (besides the base class's, which this builds: the model and its train step):
@@ -35,7 +35,7 @@ class TrainingRun(TrainingRunBase):
                 build_model(model_name, hparams, problem, hparams.dtype_policy), hparams,
                 jit_compile,
             )
-        train_step = TrainStep(
+        train_step = TensorFlowTrainStep(
             model, strategy, hparams.label_smoothing,
             accumulation_steps=hparams.gradient_accumulation_steps,
             clip_norm=hparams.clip_grad_norm, jit_compile=jit_compile,

@@ -6,7 +6,7 @@ import keras
 
 from t2t_repro.data.array_batches import prefetched
 from t2t_repro.data.problem import EVAL, TRAIN
-from t2t_repro.training.jax_train_step import JaxTrainStep, check_dtype_policy
+from t2t_repro.training.jax.train_step import JaxTrainStep, check_dtype_policy
 from t2t_repro.training.local_evaluation import evaluate_locally
 from t2t_repro.training.peak_flops import compute_dtype, peak_tflops
 from t2t_repro.training.run import TrainingRunBase, build_model, compile_for_training

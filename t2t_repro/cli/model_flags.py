@@ -3,7 +3,7 @@ hparams they resolve: the set with its overrides, checked against what --output_
 
 from absl import flags
 
-from t2t_repro import run_flags  # noqa: F401 (--output_dir)
+from t2t_repro.cli import run_flags  # noqa: F401 (--output_dir)
 from t2t_repro.errors import ConfigurationError
 
 FLAGS = flags.FLAGS

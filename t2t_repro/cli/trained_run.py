@@ -7,9 +7,9 @@ import sys
 
 from absl import flags
 
-from t2t_repro import model_flags, problem_flags, usr_dir  # noqa: F401 (their flags)
+from t2t_repro.cli import model_flags, problem_flags, usr_dir  # noqa: F401 (their flags)
 from t2t_repro.errors import ConfigurationError
-from t2t_repro.run_folder import FLAGS_FILENAME
+from t2t_repro.names import FLAGS_FILENAME
 
 FLAGS = flags.FLAGS
 
@@ -96,7 +96,7 @@ def adopt_run_flags():
 def start_trained_run_command(argv):
     """The start of a command that reads a trained run: usage checked, the run's recorded
     flags adopted, --t2t_usr_dir imported."""
-    from t2t_repro.command_line import check_usage
+    from t2t_repro.cli.entry_point import check_usage
 
     check_usage(argv, ("output_dir",), hint="see --helpfull")
     adopt_run_flags()

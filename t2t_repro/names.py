@@ -1,0 +1,19 @@
+"""Names the package shares, defined once: what a training run's folder holds, the exported
+model's signatures, and the ids every vocabulary reserves."""
+
+# A training run's folder (--output_dir).
+HPARAMS_FILENAME = "hparams.json"
+FLAGS_FILENAME = "flags.txt"
+AVERAGED_MARKER = "averaged.json"  # marks avg_checkpoints' output folder
+EXPORT_SUBDIR = "export"  # the exporter's default --export_dir for SavedModels
+CTRANSLATE2_SUBDIR = "ctranslate2"  # and for CTranslate2 models
+AVERAGED_SUBDIR = "averaged"  # avg_checkpoints' default --avg_dir
+EVAL_ATTENTION_SUBDIR = "eval_attention"  # TensorBoard's attention images, a run of their own
+
+# The exported SavedModel's signatures (and TF Serving's default signature name).
+BEST_SIGNATURE = "serving_default"
+BEAMS_SIGNATURE = "beams"
+
+# Ids every vocabulary reserves: padding (also the decoder's start symbol) and end of sequence.
+PAD_ID = 0
+EOS_ID = 1

@@ -1,0 +1,2 @@
+"""Small utilities with no model or TensorFlow knowledge: atomic files, the line formats of text
+files, the Keras backend in use, and headless plotting."""
