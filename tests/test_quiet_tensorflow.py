@@ -4,7 +4,7 @@ machine without a GPU, and without hiding anything else printed meanwhile."""
 import subprocess
 import sys
 
-from conftest import run_module
+from conftest import run_module_in_subprocess
 from t2t_repro.cli.quiet_tensorflow import without_startup_noise
 
 ABSL_PREAMBLE = ("WARNING: All log messages before absl::InitializeLog() is called are written "
@@ -22,7 +22,7 @@ REAL_ERROR = "E0000 00:00:1795463647.300299    6210 some_kernel.cc:12] a real fa
 
 def test_an_entry_point_prints_only_its_own_message(tmp_path):
     """avg_checkpoints imports TensorFlow, then fails on an empty run folder."""
-    result = run_module("t2t_repro.avg_checkpoints", f"--output_dir={tmp_path}")
+    result = run_module_in_subprocess("t2t_repro.avg_checkpoints", f"--output_dir={tmp_path}")
     assert result.returncode != 0
     for noise in ("absl::InitializeLog", "cudart_stub", "cuInit"):
         assert noise not in result.stderr

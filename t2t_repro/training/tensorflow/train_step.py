@@ -77,12 +77,14 @@ class TensorFlowTrainStep:
         self._count = tf.function(self._count_global_tokens, reduce_retracing=True)
         self._accumulate = tf.function(self._distributed_accumulate, reduce_retracing=True)
         self._apply = tf.function(self._distributed_apply, reduce_retracing=True)
-        self._traced = False
+        # On one replica a batch spec with unknown lengths traces the update once for every
+        # bucket shape; per-replica specs gain nothing from it (they trace again regardless).
+        self._trace_ahead = replicas == 1
 
     def __call__(self, iterator):
         micro_batches = [next(iterator) for _ in range(self.accumulation_steps)]
         global_tokens = self._count(micro_batches)
-        if not self._traced and hasattr(iterator, "element_spec"):  # a tf.data iterator
+        if self._trace_ahead and hasattr(iterator, "element_spec"):  # a tf.data iterator
             self._trace_for_every_batch_shape(iterator.element_spec, global_tokens)
         sums = np.zeros(STAT_FIELDS)
         for batch in micro_batches[:-1]:
@@ -99,7 +101,7 @@ class TensorFlowTrainStep:
         self._apply.get_concrete_function(batch_spec, tokens_spec)
         if self.accumulation_steps > 1:
             self._accumulate.get_concrete_function(batch_spec, tokens_spec)
-        self._traced = True
+        self._trace_ahead = False
 
     def _count_global_tokens(self, micro_batches):
         def local_count(*batches):

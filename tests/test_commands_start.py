@@ -1,0 +1,28 @@
+"""Each command started as a user starts it, in a process of its own: through absl and the one
+error handler to a one-line usage error, with no traceback and no TensorFlow start-up noise.
+(The other command tests run `main` in-process; the trainer, datagen, decoder, avg_checkpoints,
+serve and bench have further subprocess tests of their own.)"""
+
+import pytest
+
+from conftest import run_module_in_subprocess
+
+
+@pytest.mark.parametrize("command, missing", [
+    ("t2t_repro.exporter", "--output_dir"),
+    ("t2t_repro.export_ctranslate2", "--output_dir"),
+    ("t2t_repro.visualize", "--inputs, --plot_dir"),
+    ("t2t_repro.bleu", "--translation, --reference"),
+])
+def test_a_command_without_its_flags_names_them_in_one_line(command, missing):
+    result = run_module_in_subprocess(command)
+    assert result.returncode == 1
+    assert result.stderr.startswith(f"error: missing {missing};")
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+
+
+def test_query_with_a_positional_argument_is_a_one_line_error():
+    result = run_module_in_subprocess("t2t_repro.query", "hello")
+    assert result.returncode == 1
+    assert result.stderr == ("error: unexpected arguments ['hello']; flags look like "
+                             "--name=value.\n")
