@@ -18,31 +18,18 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from step_cases import HPARAMS, adam_moments, micro_batch, new_model, token_counts, union
-from t2t_repro.hparams import create_hparams
-from t2t_repro.training.tensorflow.train_step import TensorFlowTrainStep
+from step_cases import micro_batch, token_counts, union
+from step_runner import BATCH_SPEC, StepRunner
 
 TOLERANCE = 1e-6
 
 
 def batches_iterator(batches):
-    dataset = tf.data.Dataset.from_generator(
-        lambda: iter(batches),
-        output_signature=({"inputs": tf.TensorSpec((None, None), tf.int32),
-                           "targets": tf.TensorSpec((None, None), tf.int32)},
-                          tf.TensorSpec((None, None), tf.int32)),
-    )
-    return iter(dataset)
+    return iter(tf.data.Dataset.from_generator(lambda: iter(batches),
+                                               output_signature=BATCH_SPEC))
 
 
-def train(batches, accumulation_steps, updates=1):
-    hparams = create_hparams("transformer_tiny", HPARAMS)
-    model = new_model(hparams)
-    step = TensorFlowTrainStep(model, tf.distribute.get_strategy(), hparams.label_smoothing,
-                     accumulation_steps=accumulation_steps)
-    iterator = batches_iterator(batches)
-    stats = [step(iterator) for _ in range(updates)]
-    return model, stats
+ONE_DEVICE = StepRunner()
 
 
 def largest_difference(arrays, others):
@@ -53,32 +40,33 @@ def largest_difference(arrays, others):
 def test_three_micro_batches_equal_one_step_on_their_union_for_adam():
     parts = [micro_batch(0, 2, 5, 3), micro_batch(1, 5, 9, 8), micro_batch(2, 3, 4, 6)]
     assert len(set(token_counts(parts))) == 3
-    split, split_stats = train(parts, accumulation_steps=3)
-    whole, whole_stats = train([union(parts)], accumulation_steps=1)
+    split = ONE_DEVICE.train(parts, accumulation_steps=3)
+    whole = ONE_DEVICE.train([union(parts)])
 
-    assert split_stats[0].target_tokens == whole_stats[0].target_tokens == sum(token_counts(parts))
-    assert split_stats[0].loss_sum == pytest.approx(whole_stats[0].loss_sum, rel=TOLERANCE)
-    assert int(split.optimizer.iterations.numpy()) == 1  # one update, not three
-    assert largest_difference(adam_moments(split), adam_moments(whole)) < TOLERANCE
-    assert largest_difference(split.get_weights(), whole.get_weights()) < TOLERANCE
+    assert split.stats[0].target_tokens == whole.stats[0].target_tokens == sum(token_counts(parts))
+    assert split.stats[0].loss_sum == pytest.approx(whole.stats[0].loss_sum, rel=TOLERANCE)
+    assert split.iterations == 1  # one update, not three
+    assert largest_difference(split.moments, whole.moments) < TOLERANCE
+    assert largest_difference(split.weights, whole.weights) < TOLERANCE
 
 
 def test_accumulated_gradient_is_not_the_mean_of_the_micro_batch_means():
     """The check above can fail: averaging the three micro-batches' own mean-loss gradients
     (k-step accumulation that ignores token counts) gives a first moment far from it."""
     parts = [micro_batch(0, 2, 5, 3), micro_batch(1, 5, 9, 8), micro_batch(2, 3, 4, 6)]
-    whole, _ = train([union(parts)], accumulation_steps=1)
-    per_part = [adam_moments(train([part], accumulation_steps=1)[0]) for part in parts]
+    whole = ONE_DEVICE.train([union(parts)])
+    per_part = [ONE_DEVICE.train([part]).moments for part in parts]
     mean_of_means = [np.mean(moments, axis=0) for moments in zip(*per_part)]
-    assert largest_difference(mean_of_means, adam_moments(whole)) > 1000 * TOLERANCE
+    assert largest_difference(mean_of_means, whole.moments) > 1000 * TOLERANCE
 
 
 def test_accumulation_counts_updates_and_reports_each_updates_token_means():
     """Two updates of k = 2: the optimizer's step is 2, and each update's stats cover its two
     micro-batches."""
     parts = [micro_batch(seed, 3, 6, 5) for seed in range(4)]
-    model, stats = train(parts, accumulation_steps=2, updates=2)
-    assert int(model.optimizer.iterations.numpy()) == 2
+    trained = ONE_DEVICE.train(parts, accumulation_steps=2, updates=2)
+    stats = trained.stats
+    assert trained.iterations == 2
     assert [s.target_tokens for s in stats] == [
         sum(token_counts(parts[:2])), sum(token_counts(parts[2:]))]
     assert [s.source_tokens for s in stats] == [
@@ -100,42 +88,30 @@ TWO_REPLICAS = textwrap.dedent(
     tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
     import numpy as np
     sys.path.insert(0, sys.argv[1])
-    from step_cases import (HPARAMS, adam_moments, filler_batch, micro_batch, new_model,
-                            token_counts, union)
-    from t2t_repro.hparams import create_hparams
-    from t2t_repro.training.tensorflow.train_step import TensorFlowTrainStep
+    from step_cases import filler_batch, micro_batch, token_counts, union
+    from step_runner import BATCH_SPEC, StepRunner
 
-    hparams = create_hparams("transformer_tiny", HPARAMS)
-    SPEC = ({"inputs": tf.TensorSpec((None, None), tf.int32),
-             "targets": tf.TensorSpec((None, None), tf.int32)},
-            tf.TensorSpec((None, None), tf.int32))
-
-    def train(strategy, batches, accumulation_steps=1, clip_norm=0.0):
+    def distributed(strategy):
         # One input pipeline: its elements go to the replicas in turn.
-        with strategy.scope():
-            model = new_model(hparams)
-        dataset = strategy.distribute_datasets_from_function(
+        return lambda batches: strategy.distribute_datasets_from_function(
             lambda context: tf.data.Dataset.from_generator(lambda: iter(batches),
-                                                           output_signature=SPEC))
-        stats = TensorFlowTrainStep(model, strategy, hparams.label_smoothing,
-                          accumulation_steps=accumulation_steps,
-                          clip_norm=clip_norm)(iter(dataset))
-        return model, stats
+                                                           output_signature=BATCH_SPEC))
+
+    mirrored = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+    TWO_REPLICAS, ONE_DEVICE = StepRunner(mirrored, distributed(mirrored)), StepRunner()
 
     def difference(a, b):
         return max(float(np.abs(x - y).max()) for x, y in zip(a, b))
 
     def compare(split_batches, union_of, accumulation_steps=1, clip_norm=0.0):
-        mirrored = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
-        split, split_stats = train(mirrored, split_batches, accumulation_steps, clip_norm)
-        whole, whole_stats = train(tf.distribute.get_strategy(), [union(union_of)],
-                                   clip_norm=clip_norm)
+        split = TWO_REPLICAS.train(split_batches, accumulation_steps, clip_norm)
+        whole = ONE_DEVICE.train([union(union_of)], clip_norm=clip_norm)
         return {
-            "loss_split": split_stats.loss_sum / split_stats.target_tokens,
-            "loss_whole": whole_stats.loss_sum / whole_stats.target_tokens,
-            "tokens": [split_stats.target_tokens, whole_stats.target_tokens],
-            "moments": difference(adam_moments(split), adam_moments(whole)),
-            "weights": difference(split.get_weights(), whole.get_weights()),
+            "loss_split": split.stats[0].loss_sum / split.stats[0].target_tokens,
+            "loss_whole": whole.stats[0].loss_sum / whole.stats[0].target_tokens,
+            "tokens": [split.stats[0].target_tokens, whole.stats[0].target_tokens],
+            "moments": difference(split.moments, whole.moments),
+            "weights": difference(split.weights, whole.weights),
         }
 
     small, large = micro_batch(0, 2, 4, 3), micro_batch(1, 6, 9, 8)

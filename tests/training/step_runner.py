@@ -1,0 +1,68 @@
+"""Training-step cases from one traced TensorFlowTrainStep per configuration.
+
+Tracing an update costs seconds; resetting a model's variables and its optimizer's costs
+nothing. `StepRunner` keeps one model and step per (accumulation steps, clip norm), puts every
+variable back to the values `step_cases.new_model` gives before each case, and returns a
+snapshot of the result, so that every case starts exactly where a new model would.
+"""
+
+import dataclasses
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from step_cases import HPARAMS, adam_moments, new_model
+from t2t_repro.hparams import create_hparams
+from t2t_repro.training.tensorflow.train_step import TensorFlowTrainStep
+
+BATCH_SPEC = ({"inputs": tf.TensorSpec((None, None), tf.int32),
+               "targets": tf.TensorSpec((None, None), tf.int32)},
+              tf.TensorSpec((None, None), tf.int32))
+
+
+@dataclasses.dataclass
+class TrainedState:
+    """What a case compares after its updates: weights, Adam's first moments, the update
+    count, and each update's `UpdateStats`."""
+    weights: list
+    moments: list
+    iterations: int
+    stats: list
+
+
+class StepRunner:
+    """Runs cases under `strategy`; `dataset_fn(batches)` gives the tf.data pipeline (or
+    distributed dataset) the step pulls from."""
+
+    def __init__(self, strategy=None, dataset_fn=None):
+        self.strategy = strategy or tf.distribute.get_strategy()
+        self.dataset_fn = dataset_fn or (lambda batches: tf.data.Dataset.from_generator(
+            lambda: iter(batches), output_signature=BATCH_SPEC))
+        self._prepared = {}
+
+    def train(self, batches, accumulation_steps=1, clip_norm=0.0, updates=1):
+        """`updates` updates from the starting weights on `batches`, in order."""
+        model, step = self._model_and_step(accumulation_steps, clip_norm)
+        iterator = iter(self.dataset_fn(batches))
+        stats = [step(iterator) for _ in range(updates)]
+        return TrainedState(weights=model.get_weights(), moments=adam_moments(model),
+                            iterations=int(keras.ops.convert_to_numpy(model.optimizer.iterations)),
+                            stats=stats)
+
+    def _model_and_step(self, accumulation_steps, clip_norm):
+        key = (accumulation_steps, clip_norm)
+        if key not in self._prepared:
+            hparams = create_hparams("transformer_tiny", HPARAMS)
+            with self.strategy.scope():
+                model = new_model(hparams)
+            step = TensorFlowTrainStep(model, self.strategy, hparams.label_smoothing,
+                                       accumulation_steps=accumulation_steps,
+                                       clip_norm=clip_norm)
+            variables = list(model.variables) + list(model.optimizer.variables)
+            start = [np.array(keras.ops.convert_to_numpy(v)) for v in variables]
+            self._prepared[key] = model, step, variables, start
+        model, step, variables, start = self._prepared[key]
+        for variable, value in zip(variables, start):
+            variable.assign(value)
+        return model, step
