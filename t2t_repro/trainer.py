@@ -21,7 +21,7 @@ if backend.is_tensorflow():
 
 from absl import flags  # noqa: E402
 
-from t2t_repro.cli import model_flags, problem_flags, run_folder_lock  # noqa: E402
+from t2t_repro.cli import model_flags, output_paths, problem_flags, run_folder_lock  # noqa: E402
 from t2t_repro.cli import usr_dir  # noqa: E402
 from t2t_repro.utils.atomic_files import write_text_atomically  # noqa: E402
 from t2t_repro.cli import entry_point  # noqa: E402
@@ -148,6 +148,7 @@ def check_flag_values():
             raise ConfigurationError(f"--{name}={value} makes no sense: it must be at least "
                                      f"{lowest}.")
     output_dir = FLAGS.output_dir
+    output_paths.check_output_dir(output_dir)
     if FLAGS.schedule == "evaluate" and not checkpoints.list_checkpoints(output_dir):
         raise ConfigurationError(
             f"--schedule=evaluate needs a trained model, but {output_dir} has no checkpoint "
