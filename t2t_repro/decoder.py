@@ -8,7 +8,9 @@
 The hparams are those saved in --output_dir (or --hparams_set/--hparams, checked against
 them); the weights are the latest checkpoint there, or --checkpoint_path (a checkpoint file,
 or a directory such as avg_checkpoints' output). With --decode_reference it prints the
-problem's scores: sacreBLEU and the paper's tokenized BLEU for translation.
+problem's scores: sacreBLEU and the paper's tokenized BLEU for translation. A source longer
+than --max_input_tokens (default: hparam max_length) is an error naming its line, never
+truncated; --decode_to_file is checked before anything is decoded.
 """
 
 import sys
@@ -19,7 +21,7 @@ quiet_tensorflow.import_tensorflow()  # before anything imports it: see the modu
 
 from absl import flags  # noqa: E402
 
-from t2t_repro.cli import entry_point, problem_flags, trained_run  # noqa: E402
+from t2t_repro.cli import entry_point, output_paths, problem_flags, trained_run  # noqa: E402
 from t2t_repro.decoding import file_decoding  # noqa: E402
 
 FLAGS = flags.FLAGS
@@ -33,8 +35,10 @@ flags.DEFINE_string("decode_reference", None,
 
 
 def run():
-    from t2t_repro.decoding.text_decoding import create_decode_hparams, create_search
+    from t2t_repro.decoding.text_decoding import create_decode_hparams, create_search, input_limit
 
+    if FLAGS.decode_to_file:  # before the work whose result it is to hold
+        output_paths.check_output_file(FLAGS.decode_to_file, "--decode_to_file")
     problem = problem_flags.create_problem()
     problem.check_data()
     hparams = trained_run.resolve_hparams()
@@ -42,8 +46,10 @@ def run():
     sources = (file_decoding.read_sources(problem, FLAGS.decode_from_file, FLAGS.decode_reference)
                if FLAGS.decode_from_file else None)
     checkpoint, model = trained_run.load_model(problem, hparams)
+    max_input_tokens = input_limit(model, FLAGS.max_input_tokens)
     if sources is not None:
-        file_decoding.check_source_lengths(model, sources[1], FLAGS.decode_from_file)
+        file_decoding.check_source_lengths(model, sources[1], FLAGS.decode_from_file,
+                                           max_input_tokens)
     print(f"Decoding with {checkpoint}: beam_size={decode_hparams.beam_size}, "
           f"alpha={decode_hparams.alpha}, extra_length={decode_hparams.extra_length}.",
           file=sys.stderr)
@@ -52,7 +58,7 @@ def run():
         file_decoding.decode_file(problem, search, decode_hparams, *sources,
                                   output_path=FLAGS.decode_to_file)
     else:
-        file_decoding.decode_interactively(problem, search, decode_hparams)
+        file_decoding.decode_interactively(problem, search, decode_hparams, max_input_tokens)
 
 
 def main(argv):

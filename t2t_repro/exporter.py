@@ -38,9 +38,6 @@ flags.DEFINE_enum("export_format", "saved_model", EXPORT_FORMATS,
                   "saved_model (text in, text out, for TF Serving) or ctranslate2.")
 flags.DEFINE_integer("version", None,
                      "The version folder's number (default: the checkpoint's step).")
-flags.DEFINE_integer("max_input_tokens", None,
-                     "saved_model: the longest input accepted, in tokens with EOS (default: "
-                     "hparam max_length); longer inputs are an error, never truncated.")
 flags.DEFINE_string("quantization", "float32",
                     "ctranslate2: the weight type, float32, int8, int8_float32, int16, float16 "
                     "or bfloat16.")

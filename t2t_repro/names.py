@@ -9,6 +9,7 @@ EXPORT_SUBDIR = "export"  # the exporter's default --export_dir for SavedModels
 CTRANSLATE2_SUBDIR = "ctranslate2"  # and for CTranslate2 models
 AVERAGED_SUBDIR = "averaged"  # avg_checkpoints' default --avg_dir
 EVAL_ATTENTION_SUBDIR = "eval_attention"  # TensorBoard's attention images, a run of their own
+LOCK_FILENAME = ".lock"  # locked by the trainer writing the folder (cli.run_folder_lock)
 
 # The exported SavedModel's signatures (and TF Serving's default signature name).
 BEST_SIGNATURE = "serving_default"

@@ -8,17 +8,20 @@ Reads the lines of --inputs_file, or of stdin (split as the decoder splits them)
 translation per line, in order; with --signature_name=beams, every beam and its score,
 tab-separated, as the decoder's `return_beams` prints them. Typed at a terminal, each line is
 sent as it is entered. A server error stops the run with a non-zero status (at a terminal it is
-reported and the session goes on). Needs no TensorFlow.
+reported and the session goes on); when the server rejects a line (a 400), the translations of
+the lines before it are printed and the error names its line. Needs no TensorFlow.
 """
 
+import itertools
 import sys
+from http import HTTPStatus
 
 from absl import flags
 
 from t2t_repro.cli import entry_point, run_flags  # noqa: F401 (run_flags: --model_name)
 from t2t_repro.utils.text_lines import beams_line
 from t2t_repro.cli.entry_point import FlagAlias, apply_flag_aliases, check_usage
-from t2t_repro.serving.client import BEST_SIGNATURE, QueryError, predict
+from t2t_repro.serving.client import BEST_SIGNATURE, QueryError, ServerError, predict
 from t2t_repro.utils.text_lines import TextLinesError, iter_lines
 
 FLAGS = flags.FLAGS
@@ -56,24 +59,50 @@ def batches(lines, batch_size):
         yield batch
 
 
-def translate(lines, batch_size):
-    """Prints the translation of `lines`, a batch at a time; the first error ends the run."""
-    for batch in batches(lines, batch_size):
-        answers = predict(FLAGS.server, FLAGS.model_name, batch, FLAGS.signature_name,
-                          FLAGS.timeout)
-        print("\n".join(map(answer_line, answers)), flush=True)
+def print_translations(texts):
+    """Sends `texts` in one request and prints their translations."""
+    answers = predict(FLAGS.server, FLAGS.model_name, texts, FLAGS.signature_name, FLAGS.timeout)
+    print("\n".join(map(answer_line, answers)), flush=True)
+
+
+def print_translation(number, text, label):
+    """Sends line `number` of `label` alone and prints its translation; the server's refusal
+    of it is a QueryError naming the line."""
+    try:
+        print_translations([text])
+    except ServerError as error:
+        if error.status != HTTPStatus.BAD_REQUEST:
+            raise
+        raise QueryError(f"{label} line {number}: {error}") from None
+
+
+def translate(numbered_lines, batch_size, label):
+    """Prints the translations of `numbered_lines` ((line number, text) pairs of the stream
+    `label`), a batch at a time; the first error ends the run. A batch the server rejects as
+    bad (400) is sent again line by line, so that the lines before the bad one are printed and
+    the error names its line rather than its place in the batch."""
+    for batch in batches(numbered_lines, batch_size):
+        if len(batch) > 1:
+            try:
+                print_translations([text for _, text in batch])
+                continue
+            except ServerError as error:
+                if error.status != HTTPStatus.BAD_REQUEST:
+                    raise
+        for number, text in batch:
+            print_translation(number, text, label)
 
 
 def translate_interactively():
     """Sends each line typed as it is entered; an error is reported and the session goes on."""
     print("Type a sentence and press Enter (Ctrl-D to end).", file=sys.stderr)
-    while True:
+    for number in itertools.count(1):
         print("> ", end="", file=sys.stderr, flush=True)
         line = sys.stdin.buffer.readline()
         if not line:
             return
         try:
-            translate(iter_lines([line], "stdin"), 1)
+            translate(enumerate(iter_lines([line], "stdin"), number), 1, "stdin")
         except (QueryError, TextLinesError) as error:
             print(f"error: {error}", file=sys.stderr, flush=True)
 
@@ -83,11 +112,13 @@ def main(argv):
     apply_flag_aliases(ALIASES)
     if FLAGS.inputs_file:
         with open(FLAGS.inputs_file, "rb") as binary:
-            translate(iter_lines(binary, FLAGS.inputs_file), FLAGS.batch_size)
+            translate(enumerate(iter_lines(binary, FLAGS.inputs_file), 1), FLAGS.batch_size,
+                      FLAGS.inputs_file)
     elif sys.stdin.isatty():
         translate_interactively()
     else:
-        translate(iter_lines(sys.stdin.buffer, "stdin"), FLAGS.batch_size)
+        translate(enumerate(iter_lines(sys.stdin.buffer, "stdin"), 1), FLAGS.batch_size,
+                  "stdin")
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ Running the same command again resumes from the latest checkpoint in --output_di
 With KERAS_BACKEND=jax it trains on JAX and imports no TensorFlow (`training.jax.run`).
 """
 
+import contextlib
 import os
 
 from t2t_repro.utils import backend
@@ -20,7 +21,8 @@ if backend.is_tensorflow():
 
 from absl import flags  # noqa: E402
 
-from t2t_repro.cli import model_flags, problem_flags, usr_dir  # noqa: E402
+from t2t_repro.cli import model_flags, output_paths, problem_flags, run_folder_lock  # noqa: E402
+from t2t_repro.cli import usr_dir  # noqa: E402
 from t2t_repro.utils.atomic_files import write_text_atomically  # noqa: E402
 from t2t_repro.cli import entry_point  # noqa: E402
 from t2t_repro.cli.entry_point import FlagAlias, apply_flag_aliases, check_usage  # noqa: E402
@@ -146,6 +148,7 @@ def check_flag_values():
             raise ConfigurationError(f"--{name}={value} makes no sense: it must be at least "
                                      f"{lowest}.")
     output_dir = FLAGS.output_dir
+    output_paths.check_output_dir(output_dir)
     if FLAGS.schedule == "evaluate" and not checkpoints.list_checkpoints(output_dir):
         raise ConfigurationError(
             f"--schedule=evaluate needs a trained model, but {output_dir} has no checkpoint "
@@ -159,6 +162,13 @@ def check_flag_values():
 
 
 def run():
+    """Trains or evaluates as the flags say, holding --output_dir's lock from the moment the
+    model is built (`run_folder_lock`): one trainer at a time writes a run folder."""
+    with contextlib.ExitStack() as lock:
+        train_or_evaluate(lambda: lock.enter_context(run_folder_lock.held(FLAGS.output_dir)))
+
+
+def train_or_evaluate(claim_output_dir):
     from t2t_repro.training.run_factory import create_training_run
 
     problem = problem_flags.create_problem()
@@ -183,6 +193,7 @@ def run():
         log_every=FLAGS.log_every,
         decode_evaluation=decode_evaluation(problem),
         peak_tflops=FLAGS.peak_tflops,
+        claim_output_dir=claim_output_dir,
     )
     if run.is_chief:  # once the model is built: bad hparams leave nothing behind
         save_run_config(hparams, FLAGS.output_dir)

@@ -184,6 +184,24 @@ def ende_run(ende_data_dir, tmp_path_factory):
     return output_dir
 
 
+@contextlib.contextmanager
+def read_only_folder(path):
+    """Creates the folder `path`, read-only for this process for the block: no write bits, and
+    for root, which ignores them, the immutable attribute. Skips the test where neither holds."""
+    path.mkdir()
+    path.chmod(0o555)
+    immutable = os.geteuid() == 0 and subprocess.run(
+        ["chattr", "+i", str(path)], capture_output=True).returncode == 0
+    try:
+        if os.access(path, os.W_OK):
+            pytest.skip("no way to make a folder read-only for this user here")
+        yield path
+    finally:
+        if immutable:
+            subprocess.run(["chattr", "-i", str(path)], check=True)
+        path.chmod(0o755)
+
+
 def read_scalars(logdir):
     """{tag: {step: value}} from every TensorBoard event file in `logdir`."""
     import tensorflow as tf

@@ -1,9 +1,12 @@
 """What the decoder does with awkward input: lines split as the BLEU command and the raw-text
-readers split them, and lines the problem cannot encode reported by file and line."""
+readers split them, lines the problem cannot encode or longer than it takes reported by file and
+line, and an output file or checkpoint it cannot use refused in one line before decoding."""
+
+import os
 
 import pytest
 
-from conftest import run_module
+from conftest import read_only_folder, run_module
 from t2t_repro.data.raw_text import read_text_lines
 
 # "\r\n" ends a line; a lone "\r" and U+2028 stay inside theirs (str.split() treats both as
@@ -102,3 +105,71 @@ def test_a_stdin_line_longer_than_the_position_table_is_reported_and_skipped(
     assert result.returncode == 0, result.stderr
     assert "stdin line 2 skipped: The source has 10 positions" in result.stderr
     assert len(result.stdout.splitlines()) == 2
+
+
+def error_lines(stderr):
+    return [line for line in stderr.splitlines() if line.startswith("error:")]
+
+
+@pytest.mark.parametrize("where, named", [
+    ("folder", "is a folder; name a file"),
+    ("missing_folder", "cannot be written: its folder {tmp_path}/missing does not exist"),
+    ("read_only_folder", "cannot be written: {tmp_path}/read_only is read-only"),
+])
+def test_an_output_file_that_cannot_be_written_is_refused_before_decoding(
+        reverse_run, tmp_path, where, named):
+    """Nothing is decoded only to be lost at the end, and nothing is left beside the target."""
+    sources = tmp_path / "sources.txt"
+    sources.write_text("1 2 3\n4 5\n")
+    with read_only_folder(tmp_path / "read_only"):
+        target = {"folder": tmp_path, "missing_folder": tmp_path / "missing" / "decodes.txt",
+                  "read_only_folder": tmp_path / "read_only" / "decodes.txt"}[where]
+        result = run_decoder(reverse_run, f"--decode_from_file={sources}",
+                             f"--decode_to_file={target}")
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
+    [error] = error_lines(result.stderr)
+    assert error.startswith(f"error: --decode_to_file={target} {named.format(tmp_path=tmp_path)}")
+    assert "Decoding with" not in result.stderr and "decoded" not in result.stderr
+    assert sorted(os.listdir(tmp_path)) == ["read_only", "sources.txt"]
+    assert not os.listdir(tmp_path / "read_only")
+
+
+LONG_SOURCE = " ".join("1" * 30)  # 30 symbols and EOS: 31 tokens, over max_length=24
+
+
+def test_a_file_line_over_max_input_tokens_stops_before_decoding(reverse_run, tmp_path):
+    """The limit defaults to hparam max_length (24 here) and --max_input_tokens raises it."""
+    sources = tmp_path / "sources.txt"
+    sources.write_text(f"1 2 3\n{LONG_SOURCE}\n")
+    decodes = tmp_path / "decodes.txt"
+    refused = run_decoder(reverse_run, f"--decode_from_file={sources}",
+                          f"--decode_to_file={decodes}")
+    assert refused.returncode == 1 and "Traceback" not in refused.stderr, refused.stderr
+    [error] = error_lines(refused.stderr)
+    assert error.startswith(f"error: {sources} line 2: the source has 31 tokens (EOS included), "
+                            f"more than the decoder takes: max_input_tokens=24")
+    assert "Decoding with" not in refused.stderr and not decodes.exists()
+
+    raised = run_decoder(reverse_run, f"--decode_from_file={sources}",
+                         f"--decode_to_file={decodes}", "--max_input_tokens=31")
+    assert raised.returncode == 0, raised.stderr
+    assert len(decodes.read_text().splitlines()) == 2
+
+
+def test_a_stdin_line_over_max_input_tokens_is_reported_and_skipped(reverse_run):
+    result = run_decoder(reverse_run, input=f"1 2\n{LONG_SOURCE}\n3\n")
+    assert result.returncode == 0, result.stderr
+    assert "stdin line 2 skipped: the source has 31 tokens" in result.stderr
+    assert len(result.stdout.splitlines()) == 2
+
+
+@pytest.mark.parametrize("name, content", [("notes.txt", b"not a checkpoint\n"),
+                                           ("ckpt-2.weights.h5", b"\x89HDF\r\n cut short")])
+def test_a_checkpoint_path_that_is_no_checkpoint_is_a_one_line_error(reverse_run, tmp_path,
+                                                                       name, content):
+    path = tmp_path / name
+    path.write_bytes(content)
+    result = run_decoder(reverse_run, f"--checkpoint_path={path}", input="1 2\n")
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
+    [error] = error_lines(result.stderr)
+    assert error.startswith(f"error: --checkpoint_path={path} is not a checkpoint")

@@ -2,6 +2,7 @@
 and flag values that make no sense, each ending in a resumable run or a one-line error that
 leaves the output folder as it was."""
 
+import contextlib
 import json
 import os
 import pathlib
@@ -15,6 +16,7 @@ import time
 import h5py
 import pytest
 
+from conftest import read_only_folder
 from t2t_repro.training import checkpoints
 from test_trainer import TINY_RUN, run_trainer
 
@@ -161,3 +163,65 @@ def test_an_averaged_folder_is_refused_as_a_training_output_dir(tmp_path):
     assert refused.returncode != 0 and "averaged checkpoints of" in refused.stderr
     assert str(run_dir) in refused.stderr
     assert sorted(os.listdir(averaged)) == before
+
+
+def folder_contents(directory):
+    """{path under `directory`: its bytes} of every file there."""
+    return {str(path.relative_to(directory)): path.read_bytes()
+            for path in sorted(directory.rglob("*")) if path.is_file()}
+
+
+def error_lines(stderr):
+    return [line for line in stderr.splitlines() if line.startswith("error:")]
+
+
+def test_a_second_trainer_is_refused_and_a_killed_trainers_folder_is_free_at_once(tmp_path):
+    """A trainer stopped after step 3 holds its folder: a second one (another seed) is refused
+    with one line naming the folder and the first's pid, and changes nothing there; the first,
+    continued, writes its own next checkpoint. SIGKILLed after step 6, it leaves a folder that
+    a new trainer takes at once, resuming from step 6."""
+    output_dir, log_path = tmp_path / "run", tmp_path / "first.log"
+    first = start_trainer(output_dir, log_path, after_step="3,6")
+    try:
+        wait_until_stopped(first, log_path)
+        before = folder_contents(output_dir)
+        second = run_trainer(*KILL_RUN, f"--output_dir={output_dir}", "--random_seed=2")
+        assert folder_contents(output_dir) == before
+        first.send_signal(signal.SIGCONT)
+        wait_until_stopped(first, log_path)
+    finally:
+        first.send_signal(signal.SIGKILL)
+        first.wait()
+    assert second.returncode == 1 and "Traceback" not in second.stderr, second.stderr
+    [error] = error_lines(second.stderr)
+    assert f"--output_dir={output_dir} is in use by another trainer (pid {first.pid})" in error
+    assert [step for step, _ in checkpoints.list_checkpoints(str(output_dir))] == [3, 6]
+    assert "--random_seed" not in (output_dir / "flags.txt").read_text()
+
+    third = run_trainer(*KILL_RUN, f"--output_dir={output_dir}")
+    assert third.returncode == 0, third.stderr
+    assert re.search(r"Resumed from \S+ckpt-6\.weights\.h5 at step 6\.", third.stdout)
+    assert checkpoints.checkpoint_step(checkpoints.latest_checkpoint(str(output_dir))) == 30
+
+
+@pytest.mark.parametrize("case, named", [
+    ("file", "is a file, not a folder"),
+    ("under_file", "cannot be created: {file} is a file, not a folder"),
+    ("read_only", "cannot be written: {read_only} is read-only"),
+])
+def test_an_output_dir_that_cannot_be_written_is_a_one_line_error_before_any_work(
+        tmp_path, case, named):
+    file = tmp_path / "file"
+    file.write_text("not a folder\n")
+    with contextlib.ExitStack() as stack:
+        read_only = stack.enter_context(read_only_folder(tmp_path / "read_only"))
+        output_dir = {"file": file, "under_file": file / "run",
+                      "read_only": read_only / "run"}[case]
+        result = run_trainer(*TINY_RUN, f"--output_dir={output_dir}", "--train_steps=2")
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
+    [error] = error_lines(result.stderr)
+    message = named.format(file=file, read_only=read_only)
+    assert error.startswith(f"error: --output_dir={output_dir} {message.split(':')[0]}")
+    assert message in error
+    assert sorted(os.listdir(tmp_path)) == ["file", "read_only"]
+    assert not os.listdir(read_only) and file.read_text() == "not a folder\n"

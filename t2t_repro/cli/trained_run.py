@@ -16,6 +16,21 @@ FLAGS = flags.FLAGS
 flags.DEFINE_string("checkpoint_path", None,
                     "Checkpoint file or directory (its latest checkpoint); default: the latest "
                     "in --output_dir.")
+flags.DEFINE_integer("max_input_tokens", None,
+                     "The longest input the decoder, or the exporter's saved_model, accepts, in "
+                     "tokens with EOS (default: hparam max_length); longer inputs are an error, "
+                     "never truncated.", lower_bound=1)
+
+
+def check_checkpoint_file(path, flag):
+    """Raises ConfigurationError unless `path` is a checkpoint as training and avg_checkpoints
+    write them: Keras weights in HDF5, named `*.weights.h5` (Keras loads nothing else)."""
+    import h5py
+
+    if not (path.endswith(".weights.h5") and h5py.is_hdf5(path)):
+        raise ConfigurationError(
+            f"{flag}={path} is not a checkpoint (Keras weights in HDF5, named "
+            f"ckpt-<step>.weights.h5); name a checkpoint file, or a directory holding one.")
 
 
 def resolve_checkpoint():
@@ -24,6 +39,8 @@ def resolve_checkpoint():
 
     path = FLAGS.checkpoint_path or FLAGS.output_dir
     if os.path.isfile(path):
+        check_checkpoint_file(path, "--checkpoint_path" if FLAGS.checkpoint_path else
+                              "--output_dir")
         return path
     checkpoint = latest_checkpoint(path)
     if checkpoint is None:

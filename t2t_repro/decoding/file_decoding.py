@@ -65,12 +65,23 @@ def encode_lines(problem, lines, path):
     return id_lists
 
 
-def check_source_lengths(model, id_lists, path):
-    """Raises ConfigurationError naming `path` and the first line whose source does not fit
-    the model (a learned position table of max_length rows), before any decoding."""
+def check_source_length(model, ids, max_input_tokens):
+    """Raises ValueError when the source `ids` (EOS included) do not fit the model (a learned
+    position table of max_length rows) or are more than `max_input_tokens`: decoding a source
+    longer than the model was trained on is slow, poor, and can exhaust the memory."""
+    model.check_length(len(ids), "source")
+    if len(ids) > max_input_tokens:
+        raise ValueError(f"the source has {len(ids)} tokens (EOS included), more than the "
+                         f"decoder takes: max_input_tokens={max_input_tokens} (default: hparam "
+                         f"max_length). Split or shorten it, or raise --max_input_tokens.")
+
+
+def check_source_lengths(model, id_lists, path, max_input_tokens):
+    """Raises ConfigurationError naming `path` and the first line whose source is too long
+    (`check_source_length`), before any decoding."""
     for line_number, ids in enumerate(id_lists, 1):
         try:
-            model.check_length(len(ids), "source")
+            check_source_length(model, ids, max_input_tokens)
         except ValueError as error:
             raise ConfigurationError(f"{path} line {line_number}: {error}") from None
 
@@ -114,10 +125,11 @@ def decode_file(problem, search, decode_hparams, sources, id_lists, references=N
     return lines
 
 
-def decode_interactively(problem, search, decode_hparams, stdin=None, stdout=None, stderr=None):
+def decode_interactively(problem, search, decode_hparams, max_input_tokens, stdin=None,
+                         stdout=None, stderr=None):
     """Decodes `stdin` (default sys.stdin; its bytes are read, split as files are) line by
     line, prompting on `stderr` when it is a terminal; a line the problem cannot encode, or
-    longer than the model takes, is reported on `stderr` and skipped."""
+    longer than the model or `max_input_tokens` takes, is reported on `stderr` and skipped."""
     from t2t_repro.data.problem import UnencodableInputError
     from t2t_repro.decoding.text_decoding import decode_encoded
 
@@ -139,7 +151,7 @@ def decode_interactively(problem, search, decode_hparams, stdin=None, stdout=Non
             continue
         try:
             ids = problem.encode(line)
-            search.model.check_length(len(ids), "source")
+            check_source_length(search.model, ids, max_input_tokens)
         except (UnencodableInputError, ValueError) as error:
             print(f"error: stdin line {line_number} skipped: {error}", file=stderr, flush=True)
             continue

@@ -3,6 +3,7 @@
 import numpy as np
 
 from t2t_repro.decoding.transformer_search import TransformerBeamSearch
+from t2t_repro.errors import ConfigurationError
 from t2t_repro.names import PAD_ID
 
 
@@ -51,6 +52,18 @@ def decode_id_lists(search, id_lists, batch_size, progress=None):
         if progress is not None:
             progress(min(start + batch_size, len(order)), len(order))
     return outputs
+
+
+def input_limit(model, max_input_tokens=None):
+    """The most source tokens (EOS included) the decoder and an export take: `max_input_tokens`,
+    or the model's `hparams.max_length`; never more than a learned position table's rows."""
+    limit = max_input_tokens or model.hparams.max_length
+    if model.max_positions is not None and limit > model.max_positions:
+        raise ConfigurationError(
+            f"max_input_tokens={limit} is more than the learned position table's "
+            f"max_length={model.max_positions} rows; use at most {model.max_positions}."
+        )
+    return limit
 
 
 def decode_encoded(problem, search, id_lists, batch_size, progress=None):

@@ -19,7 +19,7 @@ import time
 import tensorflow as tf
 
 from t2t_repro.utils.atomic_files import atomic_path
-from t2t_repro.decoding.text_decoding import create_search
+from t2t_repro.decoding.text_decoding import create_search, input_limit
 from t2t_repro.names import EOS_ID
 from t2t_repro.errors import UserError
 from t2t_repro.names import BEAMS_SIGNATURE, BEST_SIGNATURE
@@ -29,18 +29,6 @@ EXPORT_INFO_FILE = os.path.join("assets.extra", "export_info.json")
 
 class ExportError(UserError, ValueError):
     """An export that cannot be written as asked; the message says what to change."""
-
-
-def input_limit(model, max_input_tokens=None):
-    """The most source tokens (EOS included) the export takes: `max_input_tokens`, or the
-    model's `hparams.max_length`; never more than a learned position table's rows."""
-    limit = max_input_tokens or model.hparams.max_length
-    if model.max_positions is not None and limit > model.max_positions:
-        raise ExportError(
-            f"max_input_tokens={limit} is more than the learned position table's "
-            f"max_length={model.max_positions} rows; use at most {model.max_positions}."
-        )
-    return limit
 
 
 class TextToTextModule(tf.Module):

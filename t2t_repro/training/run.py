@@ -85,6 +85,8 @@ class TrainingRunBase:
             `inputs.txt` and `targets.txt` there.
         peak_tflops: the summed peak TFLOPS of the devices training, for model FLOPs
             utilisation (None: not reported).
+        claim_output_dir: called by the chief once the model is built, before anything in
+            `output_dir` is cleaned up or written (the trainer takes the folder's lock there).
 
     Subclasses implement `_train_batches(step)` (an iterator of batches for the train step,
     resuming after `step` updates where the pipeline can) and `_eval_scalars()` (the
@@ -94,7 +96,8 @@ class TrainingRunBase:
     def __init__(self, problem, hparams, output_dir, model, train_step, is_chief=True,
                  save_checkpoints_steps=1000, save_checkpoints_minutes=10.0,
                  keep_checkpoint_max=20, eval_every=1000, eval_steps=0, log_every=100,
-                 decode_evaluation=None, peak_tflops=None, print_fn=print):
+                 decode_evaluation=None, peak_tflops=None, claim_output_dir=None,
+                 print_fn=print):
         self.problem = problem
         self.hparams = hparams
         self.output_dir = output_dir
@@ -109,6 +112,8 @@ class TrainingRunBase:
         self.decode_evaluation = decode_evaluation
         self.peak_tflops = peak_tflops
         self.print_fn = print_fn
+        if is_chief and claim_output_dir is not None:
+            claim_output_dir()  # before the manager removes the partial files it finds
         self.checkpoints = checkpoints.CheckpointManager(
             output_dir, model, max_to_keep=keep_checkpoint_max, writes=is_chief
         )

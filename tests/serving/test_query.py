@@ -49,14 +49,30 @@ def test_inputs_file_is_translated_in_order_whatever_the_batch_size(server, tmp_
     assert result.stdout == translations(SENTENCES)
 
 
-@pytest.mark.parametrize("batch_size, translated", [(2, 4), (3, 3), (5, 0)])
-def test_batches_before_a_failing_one_are_printed(server, batch_size, translated):
+@pytest.mark.parametrize("batch_size", [1, 2, 3, 5])
+def test_the_lines_before_a_rejected_one_are_printed_and_the_error_names_its_line(
+        server, batch_size):
+    """Whichever batch holds the rejected line, and wherever in it."""
     lines = SENTENCES[:4] + [TOO_LONG]
     result = query(server, f"--batch_size={batch_size}", input="\n".join(lines))
     assert result.returncode != 0
-    assert result.stdout == translations(lines[:translated])
+    assert result.stdout == translations(lines[:4])
     assert f"max_input_tokens={MAX_INPUT_BYTES}" in result.stderr
-    assert result.stderr.startswith("error: ") and HTTP_4XX.search(result.stderr), result.stderr
+    assert result.stderr.startswith("error: stdin line 5: ") and HTTP_4XX.search(result.stderr), \
+        result.stderr
+
+
+def test_a_rejected_inputs_file_line_is_named_after_the_translations_before_it(server,
+                                                                             tmp_path):
+    """Line 21 rejected in the second batch of 16: lines 1 to 20 are printed, not 16."""
+    lines = [f"sentence {number}" for number in range(1, 21)] + [TOO_LONG, "after"]
+    inputs = tmp_path / "inputs.en"
+    inputs.write_text("".join(line + "\n" for line in lines))
+    result = query(server, f"--inputs_file={inputs}")
+    assert result.returncode == 1
+    assert result.stdout == translations(lines[:20])
+    assert result.stderr.startswith(f"error: {inputs} line 21: "), result.stderr
+    assert len(result.stderr.splitlines()) == 1
 
 
 def test_beams_are_printed_with_their_scores_tab_separated(server):

@@ -4,8 +4,9 @@ can SIGKILL it there however fast the machine is.
     python stopping_trainer.py <trainer flags>
 
 T2T_TEST_STOP_AFTER_STEP=n stops the process once step n's update (and its checkpoint, if
-due) is done; T2T_TEST_STOP_IN_CHECKPOINT_WRITE=1 stops it inside the first checkpoint write,
-with the temporary checkpoint file still open and unflushed. The test waits for the stop
+due) is done; `n,m,...` stops it at each of those steps, for a test that continues it with
+SIGCONT. T2T_TEST_STOP_IN_CHECKPOINT_WRITE=1 stops it inside the first checkpoint write, with
+the temporary checkpoint file still open and unflushed. The test waits for the stop
 (`waitpid` with WUNTRACED) instead of timing its kill.
 """
 
@@ -25,12 +26,12 @@ def stop_this_process():
     os.kill(os.getpid(), signal.SIGSTOP)
 
 
-def stop_after_step(step_to_stop_at):
+def stop_after_steps(steps_to_stop_at):
     after_update = checkpoints.CheckpointSchedule.after_update
 
     def after_update_then_stop(self, step):
         after_update(self, step)
-        if step == step_to_stop_at:
+        if step in steps_to_stop_at:
             stop_this_process()
 
     checkpoints.CheckpointSchedule.after_update = after_update_then_stop
@@ -49,7 +50,7 @@ def stop_inside_checkpoint_write():
 
 if __name__ == "__main__":
     if "T2T_TEST_STOP_AFTER_STEP" in os.environ:
-        stop_after_step(int(os.environ["T2T_TEST_STOP_AFTER_STEP"]))
+        stop_after_steps({int(step) for step in os.environ["T2T_TEST_STOP_AFTER_STEP"].split(",")})
     if os.environ.get("T2T_TEST_STOP_IN_CHECKPOINT_WRITE") == "1":
         stop_inside_checkpoint_write()
     sys.argv[0] = trainer.__file__

@@ -1,0 +1,47 @@
+"""Where a command will write, checked before any work: a path that is a file, under a file,
+missing or read-only is a one-line error at once, never a traceback or a result lost at the
+end."""
+
+import os
+
+from t2t_repro.errors import ConfigurationError
+
+
+def _nearest_existing(path):
+    """`path`, or its nearest ancestor that exists."""
+    while not os.path.lexists(path):
+        path = os.path.dirname(path)
+    return path
+
+
+def _check_writable(folder, flag, path):
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise ConfigurationError(f"{flag}={path} cannot be written: {folder} is read-only for "
+                                 f"this user; name a folder you can write in.")
+
+
+def check_output_dir(path, flag="--output_dir"):
+    """Raises ConfigurationError unless `path` is a folder this process can write in, or one it
+    can create (every missing parent included)."""
+    absolute = os.path.abspath(path)
+    if os.path.lexists(absolute) and not os.path.isdir(absolute):
+        raise ConfigurationError(f"{flag}={path} is a file, not a folder; name a folder (it is "
+                                 f"created if missing).")
+    existing = _nearest_existing(absolute)
+    if not os.path.isdir(existing):
+        raise ConfigurationError(f"{flag}={path} cannot be created: {existing} is a file, not "
+                                 f"a folder.")
+    _check_writable(existing, flag, path)
+
+
+def check_output_file(path, flag):
+    """Raises ConfigurationError unless `path` names a file that can be written atomically: not
+    a folder, in an existing folder where this process can create a file beside it."""
+    if os.path.isdir(path):
+        raise ConfigurationError(f"{flag}={path} is a folder; name a file (in that folder or "
+                                 f"elsewhere).")
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise ConfigurationError(f"{flag}={path} cannot be written: its folder {folder} does not "
+                                 f"exist; create it first.")
+    _check_writable(folder, flag, path)
