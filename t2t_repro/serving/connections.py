@@ -60,7 +60,7 @@ class ThrottledLog:
         self._suppressed = collections.Counter()
         self._latest = {}
 
-    def warning(self, kind, message):
+    def report(self, kind, message):
         now = time.monotonic()
         last = self._last_logged.get(kind)
         if last is None or now - last >= self.interval_s:
@@ -76,8 +76,8 @@ class ThrottledLog:
         count = self._suppressed.pop(kind, 0)
         if count:
             self._last_logged[kind] = time.monotonic()
-            self.logger.warning("%s (and %d more like it in the last %g s)",
-                                self._latest.pop(kind), count - 1, self.interval_s)
+            self.logger.warning("%d more like this in the last %g s, the latest: %s", count,
+                                self.interval_s, self._latest.pop(kind))
 
 
 def json_error_response(status, reason, message):
@@ -122,11 +122,10 @@ class GuardedH11Protocol(H11Protocol):
         self._deadline = None
 
     def _peer(self):
-        return "%s:%d" % self.client if self.client else "a client"
+        return f"{self.client[0]}:{self.client[1]}" if self.client else "a client"
 
     def connection_made(self, transport):
-        open_now = len(self.server_state.connections)
-        if open_now >= self.options.max_connections:
+        if len(self.server_state.connections) >= self.options.max_connections:
             self._refuse(transport)
             return
         super().connection_made(transport)
@@ -138,8 +137,8 @@ class GuardedH11Protocol(H11Protocol):
         limit = self.options.max_connections
         client = transport.get_extra_info("peername")
         peer = f"{client[0]}:{client[1]}" if client else "a client"
-        self.events.warning("refused", f"refused a connection from {peer}: {limit} "
-                            f"connections are open, the most --max_connections allows")
+        self.events.report("refused", f"refused a connection from {peer}: {limit} "
+                           f"connections are open, the most --max_connections allows")
         refusal = RefusedConnection(json_error_response(
             503, "Service Unavailable", f"This server has the most connections it takes open "
             f"(--max_connections={limit}); retry later."))
@@ -166,8 +165,8 @@ class GuardedH11Protocol(H11Protocol):
         """Closes a connection still sending its request's body; uvicorn closes idle ones and
         lets complete requests finish."""
         if self.conn.their_state is h11.SEND_BODY and not self.transport.is_closing():
-            self.events.warning("shutdown", f"closed the connection from {self._peer()} on "
-                                f"shutdown: its request's body was not complete")
+            self.events.report("shutdown", f"closed the connection from {self._peer()} on "
+                               f"shutdown: its request's body was not complete")
             self.transport.close()
             return
         super().shutdown()
@@ -203,8 +202,8 @@ class GuardedH11Protocol(H11Protocol):
         self._deadline = None
         if self.transport.is_closing():
             return
-        self.events.warning(flag, f"closed the connection from {self._peer()}: {what} did not "
-                            f"arrive within --{flag}={seconds:g} s")
+        self.events.report(flag, f"closed the connection from {self._peer()}: {what} did not "
+                           f"arrive within --{flag}={seconds:g} s")
         self.transport.close()
 
 
@@ -219,8 +218,8 @@ def throttle_accept_errors(loop, events):
 
     def handle(loop, context):
         if context.get("message") == ACCEPT_ERROR:
-            events.warning("accept", f"cannot accept connections: {context.get('exception')}; "
-                           f"raise the open-file limit (ulimit -n) or lower --max_connections")
+            events.report("accept", f"cannot accept connections: {context.get('exception')}; "
+                          f"raise the open-file limit (ulimit -n) or lower --max_connections")
         else:
             loop.default_exception_handler(context)
 

@@ -31,11 +31,11 @@ from starlette.requests import ClientDisconnect
 from starlette.responses import Response
 from starlette.routing import Route
 
+from t2t_repro.names import BEST_SIGNATURE
 from t2t_repro.serving import connections
 from t2t_repro.serving.model_store import ModelInputError, ServableNotFoundError
 from t2t_repro.serving.request_batching import (BatchingOptions, QueueFullError, RequestBatcher,
                                                 UnbatchedRunner)
-from t2t_repro.names import BEST_SIGNATURE
 
 # TF Serving cuts JSON it echoes in an error at 256 bytes.
 PREVIEW_CHARS = 256
@@ -354,8 +354,8 @@ def create_app(store, options=ServerOptions()):
     async def client_gone(request, error):
         client = request.client
         peer = f"{client.host}:{client.port}" if client else "a client"
-        events.warning("client_gone", f"dropped the request from {peer} "
-                       f"({request.method} {request.url.path}): {error}")
+        events.report("client_gone", f"dropped the request from {peer} "
+                      f"({request.method} {request.url.path}): {error}")
         return Response(status_code=400)  # not sent: there is no one to send it to
 
     @contextlib.asynccontextmanager

@@ -4,6 +4,7 @@ Serving's request and response formats, status, metadata, versions, every kind o
 (and that the server goes on answering), the model's input limit, merged concurrent requests
 with a bad one among them, the full queue, and batching turned off."""
 
+import asyncio
 import contextlib
 import copy
 import dataclasses
@@ -13,7 +14,6 @@ import logging
 import os
 import queue
 import re
-import resource
 import signal
 import socket
 import subprocess
@@ -25,6 +25,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from conftest import run_module
 from toy_export import MAX_INPUT_BYTES, expected_translation, write_toy_export
 
 from t2t_repro.serving import connections, model_store, rest_api
@@ -524,7 +525,7 @@ def read_until_closed(sock, timeout_s):
         sock.settimeout(remaining)
         try:
             chunk = sock.recv(65536)
-        except socket.timeout:
+        except TimeoutError:
             continue
         except ConnectionResetError:
             chunk = b""
@@ -718,14 +719,11 @@ def start_serve(export_dir, flags, open_files):
     """`python -m t2t_repro.serve` on a free port with `open_files` as its open-file limit;
     (process, address, queue of its output lines) once it is ready."""
 
-    def limit_open_files():
-        resource.setrlimit(resource.RLIMIT_NOFILE,
-                           (open_files, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
-
+    command = [sys.executable, "-m", "t2t_repro.serve", f"--export_dir={export_dir}",
+               "--port=0", *flags]
     process = subprocess.Popen(
-        [sys.executable, "-m", "t2t_repro.serve", f"--export_dir={export_dir}", "--port=0",
-         *flags], stderr=subprocess.PIPE, text=True, preexec_fn=limit_open_files,
-        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+        ["sh", "-c", f'ulimit -Sn {open_files} && exec "$@"', "sh", *command],
+        stderr=subprocess.PIPE, text=True, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
     lines = queue.Queue()
     threading.Thread(target=read_lines_into, args=(process.stderr, lines), daemon=True).start()
     output = []
@@ -776,3 +774,54 @@ def test_serve_under_a_low_open_file_limit_and_sigterm_with_a_half_sent_body(exp
     assert returncode == 0, log
     assert "Traceback" not in log and "out of system resource" not in log, log
     assert log.count("refused a connection") <= 2, log  # once per 10 s, not per connection
+
+
+def test_a_server_error_is_json_too(store):
+    model = copy.copy(store.model)
+
+    def crash(signature_name, instances):
+        raise RuntimeError("a bug")
+
+    model.predict = crash
+    with running_server(model_store.ModelStore(model), OPTIONS) as address:
+        assert predict(address, {"instances": ["a"]}) == (
+            500, {"error": "Internal Server Error"})
+
+
+@pytest.mark.parametrize("flag, message", [
+    ("--max_connections=1000000000", ("--max_connections=1000000000 is more than the "
+                                      "open-file limit allows (ulimit -n: ")),
+    ("--request_header_timeout_s=0", ("--request_header_timeout_s=0.0: give a number of "
+                                      "seconds more than 0.")),
+    ("--request_body_timeout_s=-1", "--request_body_timeout_s=-1.0: give a number"),
+    ("--shutdown_grace_period_s=-1", ("--shutdown_grace_period_s=-1.0: give a number of "
+                                      "seconds, 0 or more.")),
+])
+def test_bad_connection_flags_are_one_line_errors(export_dir, flag, message):
+    result = run_module("t2t_repro.serve", f"--export_dir={export_dir}", flag)
+    assert result.returncode == 1
+    assert result.stderr.startswith("error: " + message), result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+
+
+def test_throttled_warnings_log_the_first_then_a_count_per_interval():
+    records = LogRecords()
+    logger = logging.getLogger("test_throttled_warnings")
+    logger.addHandler(records)
+    throttled = connections.ThrottledLog(logger, interval_s=0.2)
+
+    async def warn_and_wait():
+        for index in range(4):
+            throttled.report("refused", f"refused connection {index}")
+        throttled.report("other", "another kind")
+        deadline = time.monotonic() + 30
+        while len(records.records) < 3 and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+
+    try:
+        asyncio.run(warn_and_wait())
+    finally:
+        logger.removeHandler(records)
+    assert records.messages() == [
+        "refused connection 0", "another kind",
+        "3 more like this in the last 0.2 s, the latest: refused connection 3"]
