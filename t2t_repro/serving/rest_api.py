@@ -39,6 +39,8 @@ from t2t_repro.serving.request_batching import (BatchingOptions, QueueFullError,
 
 # TF Serving cuts JSON it echoes in an error at 256 bytes.
 PREVIEW_CHARS = 256
+SHUTTING_DOWN = ("The server is shutting down and its grace period (--shutdown_grace_period_s) "
+                 "ended before this request was answered; retry it.")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -330,6 +332,10 @@ def create_app(store, options=ServerOptions()):
             raise RequestError(str(error)) from None
         except QueueFullError as error:
             raise RequestError(str(error), status=503) from None
+        except asyncio.CancelledError:
+            # Only uvicorn cancels a request: its shutdown's grace period is over. Answered,
+            # rather than left to uvicorn's traceback and plain-text 500; the task ends anyway.
+            raise RequestError(SHUTTING_DOWN, status=503) from None
         return json_response(predict_response(results, model.output_names(parsed.signature_name),
                                               parsed.row_format))
 
@@ -361,7 +367,9 @@ def create_app(store, options=ServerOptions()):
     @contextlib.asynccontextmanager
     async def lifespan(app):
         yield
-        runner.close()
+        # Off the event loop: requests cancelled at the end of the grace period are answered
+        # while the running model call finishes.
+        await asyncio.to_thread(runner.close)
 
     routes = []
     for prefix in ("/v1/models/{name}", "/v1/models/{name}/versions/{version:t2t_version}"):

@@ -825,3 +825,30 @@ def test_throttled_warnings_log_the_first_then_a_count_per_interval():
     assert records.messages() == [
         "refused connection 0", "another kind",
         "3 more like this in the last 0.2 s, the latest: refused connection 3"]
+
+
+def test_a_request_still_running_when_the_grace_period_ends_gets_a_json_503(store):
+    recorded, recorder = recorded_store(store)
+    options = dataclasses.replace(OPTIONS, shutdown_grace_period_s=0.5)
+    sock = rest_api.listening_socket("127.0.0.1", 0)
+    ready = threading.Event()
+    server = rest_api.Server(rest_api.create_app(recorded, options), options,
+                             on_ready=ready.set)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    replies = []
+    recorder.block()
+    try:
+        with server_log() as log:
+            thread.start()
+            assert ready.wait(30)
+            client = threading.Thread(target=lambda: replies.append(
+                predict(sock.getsockname()[:2], {"instances": ["slow"]})))
+            client.start()
+            assert recorder.started.wait(30)  # the model holds the request past any grace
+            server.should_exit = True
+            client.join(60)
+    finally:
+        recorder.release()
+        thread.join(60)
+    assert replies == [(503, {"error": rest_api.SHUTTING_DOWN})]
+    assert not [record for record in log.records if record.exc_info]
