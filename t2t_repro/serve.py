@@ -3,7 +3,9 @@
     python -m t2t_repro.serve --export_dir=RUN/export [--model_name=default] \\
         [--host=127.0.0.1] [--port=8501] [--enable_batching=true] [--max_batch_size=32] \\
         [--batch_timeout_micros=5000] [--max_enqueued_instances=1024] \\
-        [--max_instances_per_request=256] [--max_body_bytes=1048576]
+        [--max_instances_per_request=256] [--max_body_bytes=1048576] \\
+        [--request_header_timeout_s=10] [--request_body_timeout_s=60] \\
+        [--max_connections=<open-file limit less 128>] [--shutdown_grace_period_s=10]
 
 Loads the newest version under --export_dir (TF Serving's layout, `python -m t2t_repro.exporter`
 writes it) and prints `Serving model NAME version V at http://HOST:PORT/v1/models/NAME` on
@@ -13,7 +15,11 @@ stderr once it takes requests (--port=0: a free port, the one chosen printed). T
         http://127.0.0.1:8501/v1/models/default:predict
 
 Concurrent requests are merged into model calls of up to --max_batch_size sentences (see
-serving/request_batching.py). Ctrl-C stops it.
+serving/request_batching.py). A connection must send its request's headers and body within
+--request_header_timeout_s and --request_body_timeout_s, else it is closed; one beyond
+--max_connections open ones is answered 503 (serving/connections.py). Ctrl-C or SIGTERM stops
+it: connections still sending a request are closed, complete requests answered for at most
+--shutdown_grace_period_s, and it exits with status 0.
 """
 
 import re
@@ -29,7 +35,7 @@ from absl import flags  # noqa: E402
 from t2t_repro.cli import entry_point, run_flags  # noqa: E402,F401 (--export_dir, --model_name)
 from t2t_repro.cli.entry_point import check_usage  # noqa: E402
 from t2t_repro.errors import ConfigurationError  # noqa: E402
-from t2t_repro.serving import model_store, rest_api  # noqa: E402
+from t2t_repro.serving import connections, model_store, rest_api  # noqa: E402
 
 FLAGS = flags.FLAGS
 
@@ -47,6 +53,19 @@ flags.DEFINE_integer("max_instances_per_request", 256, "The most instances in on
                      "(more: HTTP 400).", lower_bound=1)
 flags.DEFINE_integer("max_body_bytes", 1 << 20, "The largest request body (larger: HTTP 400).",
                      lower_bound=1)
+flags.DEFINE_float("request_header_timeout_s", 10, "Seconds a connection has to send a request's "
+                   "complete headers, from when it opens (keep-alive: from the request's first "
+                   "byte); then it is closed.")
+flags.DEFINE_float("request_body_timeout_s", 60, "Seconds a request has to send its complete "
+                   "body once its headers are in; then its connection is closed.")
+flags.DEFINE_integer("max_connections", connections.most_connections(), "The most connections "
+                     "open at once; one more is answered HTTP 503 and closed. The default is "
+                     f"the open-file limit (ulimit -n) less {connections.RESERVED_DESCRIPTORS} "
+                     "(or less half of it, if smaller), and so is the most allowed.",
+                     lower_bound=1)
+flags.DEFINE_float("shutdown_grace_period_s", 10, "Seconds given to complete requests still "
+                   "being answered when the server is stopped (SIGTERM, Ctrl-C); connections "
+                   "still sending a request are closed at once.")
 
 
 def server_options():
@@ -56,12 +75,28 @@ def server_options():
         raise ConfigurationError(f"--max_instances_per_request={FLAGS.max_instances_per_request} is more "
                  f"than --max_enqueued_instances={FLAGS.max_enqueued_instances}, so such a "
                  f"request could never be queued; lower the one or raise the other.")
+    for name in ("request_header_timeout_s", "request_body_timeout_s"):
+        if not FLAGS[name].value > 0:
+            raise ConfigurationError(f"--{name}={FLAGS[name].value}: give a number of seconds "
+                                     f"more than 0.")
+    if not FLAGS.shutdown_grace_period_s >= 0:
+        raise ConfigurationError(f"--shutdown_grace_period_s={FLAGS.shutdown_grace_period_s}: "
+                                 f"give a number of seconds, 0 or more.")
+    most = connections.most_connections()
+    if FLAGS.max_connections > most:
+        raise ConfigurationError(f"--max_connections={FLAGS.max_connections} is more than the "
+                 f"open-file limit allows (ulimit -n: {connections.open_file_limit()}, at most "
+                 f"{most} connections); raise the limit or lower the flag.")
     return rest_api.ServerOptions(
         enable_batching=FLAGS.enable_batching, max_batch_size=FLAGS.max_batch_size,
         batch_timeout_micros=FLAGS.batch_timeout_micros,
         max_enqueued_instances=FLAGS.max_enqueued_instances,
         max_instances_per_request=FLAGS.max_instances_per_request,
-        max_body_bytes=FLAGS.max_body_bytes)
+        max_body_bytes=FLAGS.max_body_bytes,
+        request_header_timeout_s=FLAGS.request_header_timeout_s,
+        request_body_timeout_s=FLAGS.request_body_timeout_s,
+        max_connections=FLAGS.max_connections,
+        shutdown_grace_period_s=FLAGS.shutdown_grace_period_s)
 
 
 def main(argv):
@@ -86,7 +121,7 @@ def main(argv):
         print(f"Serving model {FLAGS.model_name} version {store.model.version} at {url}",
               file=sys.stderr, flush=True)
 
-    server = rest_api.Server(rest_api.create_app(store, options), on_ready=announce)
+    server = rest_api.Server(rest_api.create_app(store, options), options, on_ready=announce)
     try:
         server.run(sockets=[sock])
     except KeyboardInterrupt:  # uvicorn re-raises Ctrl-C once it has shut down gracefully

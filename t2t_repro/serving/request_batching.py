@@ -70,9 +70,12 @@ class RequestBatcher:
         self._executor = concurrent.futures.ThreadPoolExecutor(
             max_workers=1, thread_name_prefix="model")
 
+    def waiting_instances(self):
+        """The instances queued and not yet taken into a call, in all queues."""
+        return sum(queue.waiting for queue in self._queues.values())
+
     async def submit(self, key, instances):
-        waiting = sum(queue.waiting for queue in self._queues.values())
-        capacity = self.options.max_enqueued_instances - waiting
+        capacity = self.options.max_enqueued_instances - self.waiting_instances()
         if len(instances) > capacity:
             raise QueueFullError(
                 f"The batch scheduling queue to which this task was submitted is full; task "

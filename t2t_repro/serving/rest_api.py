@@ -7,29 +7,40 @@ as a starlette app served by uvicorn.
                                                   {"inputs": ...} (columnar), string inputs
 
 Errors are `{"error": TEXT}` with TF Serving's status and, where it has one, its text: 400 for
-a request the server or the model cannot take, 404 for a model or version not served, 503
-when the batching queue is full. Request bodies are only ever parsed as JSON.
+a request the server or the model cannot take (or that is not HTTP), 404 for a model, version
+or path not served, 405 for a method a path does not take, 503 when the batching queue is
+full or the server has --max_connections open. Request bodies are only ever parsed as JSON.
+Slow, idle and surplus connections are handled as serving/connections.py says; a request
+whose client disconnects is dropped with one line of log, and not run if it is still queued.
 """
 
+import asyncio
 import base64
 import binascii
 import contextlib
 import dataclasses
 import json
+import signal
 import socket
 
 import uvicorn
 from starlette.applications import Starlette
+from starlette.convertors import Convertor, register_url_convertor
+from starlette.exceptions import HTTPException
+from starlette.requests import ClientDisconnect
 from starlette.responses import Response
 from starlette.routing import Route
 
+from t2t_repro.names import BEST_SIGNATURE
+from t2t_repro.serving import connections
 from t2t_repro.serving.model_store import ModelInputError, ServableNotFoundError
 from t2t_repro.serving.request_batching import (BatchingOptions, QueueFullError, RequestBatcher,
                                                 UnbatchedRunner)
-from t2t_repro.names import BEST_SIGNATURE
 
 # TF Serving cuts JSON it echoes in an error at 256 bytes.
 PREVIEW_CHARS = 256
+SHUTTING_DOWN = ("The server is shutting down and its grace period (--shutdown_grace_period_s) "
+                 "ended before this request was answered; retry it.")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,6 +53,11 @@ class ServerOptions:
     max_enqueued_instances: int = 1024
     max_instances_per_request: int = 256
     max_body_bytes: int = 1 << 20
+    request_header_timeout_s: float = 10.0
+    request_body_timeout_s: float = 60.0
+    max_connections: int = dataclasses.field(default_factory=connections.most_connections)
+    shutdown_grace_period_s: float = 10.0
+    log_interval_s: float = 10.0  # the least time between two warnings of one kind
 
 
 class RequestError(Exception):
@@ -52,6 +68,11 @@ class RequestError(Exception):
         self.status = status
 
 
+class ClientGone(Exception):
+    """The client disconnected before its request was read or answered; the message says
+    when."""
+
+
 @dataclasses.dataclass(frozen=True)
 class PredictRequest:
     signature_name: str
@@ -59,11 +80,11 @@ class PredictRequest:
     row_format: bool  # "instances" (answered as "predictions") or "inputs" (as "outputs")
 
 
-def json_response(content, status=200):
+def json_response(content, status=200, headers=None):
     # NaN and infinities written as TF Serving's JSON writer writes them, not refused; text
     # that cannot be UTF-8 (a lone surrogate echoed from a request) replaced, not a crash.
     body = json.dumps(content, ensure_ascii=False).encode("utf-8", errors="replace")
-    return Response(body, status_code=status, media_type="application/json")
+    return Response(body, status_code=status, headers=headers, media_type="application/json")
 
 
 def _preview(value):
@@ -109,14 +130,56 @@ async def read_body(request, max_bytes):
     `max_bytes`, found before more than that is read."""
     too_large = f"the request body is larger than this server takes (--max_body_bytes={max_bytes})"
     declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > max_bytes:
+    if declared.isdigit() and len(declared) < 20 and int(declared) > max_bytes:
         raise RequestError(f"{too_large}: {declared} bytes")
     body = bytearray()
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > max_bytes:
-            raise RequestError(too_large)
+    try:
+        async for chunk in request.stream():
+            body += chunk
+            if len(body) > max_bytes:
+                raise RequestError(too_large)
+    except ClientDisconnect:
+        raise ClientGone(f"its connection closed after {len(body)} bytes of its body") from None
     return bytes(body)
+
+
+async def _disconnected(request):
+    """Returns once the client of `request` (whose body is read) has disconnected."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
+
+
+async def unless_client_leaves(request, awaitable):
+    """`awaitable`'s result; ClientGone, with `awaitable` cancelled, when the client
+    disconnects first: a request still queued for the model is then dropped, not run."""
+    work = asyncio.ensure_future(awaitable)
+    gone = asyncio.ensure_future(_disconnected(request))
+    try:
+        await asyncio.wait({work, gone}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in (work, gone):
+            if not task.done():
+                task.cancel()
+    if work.done() and not work.cancelled():
+        return work.result()
+    raise ClientGone("its client disconnected before the answer was ready")
+
+
+class VersionConvertor(Convertor):
+    """A version in a path: digits, as an int where it can be one (TF Serving's are int64),
+    else a short text that no served version equals (so: 404, not int()'s ValueError)."""
+
+    regex = "[0-9]+"
+
+    def convert(self, value):
+        digits = value.lstrip("0") or "0"
+        return int(digits) if len(digits) <= 19 else f"{digits[:19]}...({len(digits)} digits)"
+
+    def to_string(self, value):
+        return str(value)
+
+
+register_url_convertor("t2t_version", VersionConvertor())
 
 
 def _parse_json_object(body):
@@ -263,11 +326,16 @@ def create_app(store, options=ServerOptions()):
         body = await read_body(request, options.max_body_bytes)
         parsed = parse_predict_request(body, model, options.max_instances_per_request)
         try:
-            results = await runner.submit(parsed.signature_name, parsed.instances)
+            results = await unless_client_leaves(
+                request, runner.submit(parsed.signature_name, parsed.instances))
         except ModelInputError as error:
             raise RequestError(str(error)) from None
         except QueueFullError as error:
             raise RequestError(str(error), status=503) from None
+        except asyncio.CancelledError:
+            # Only uvicorn cancels a request: its shutdown's grace period is over. Answered,
+            # rather than left to uvicorn's traceback and plain-text 500; the task ends anyway.
+            raise RequestError(SHUTTING_DOWN, status=503) from None
         return json_response(predict_response(results, model.output_names(parsed.signature_name),
                                               parsed.row_format))
 
@@ -277,19 +345,44 @@ def create_app(store, options=ServerOptions()):
     async def not_found(request, error):
         return json_response({"error": str(error)}, 404)
 
+    async def http_error(request, error):
+        """Starlette's 404 and 405 (paths and methods not served) as JSON."""
+        where = f"{request.method} {request.url.path}"
+        where = where if len(where) <= PREVIEW_CHARS else where[:PREVIEW_CHARS] + "..."
+        return json_response({"error": f"{error.detail}: {where}"}, error.status_code,
+                             headers=error.headers)
+
+    async def internal_error(request, error):
+        return json_response({"error": "Internal Server Error"}, 500)
+
+    events = connections.ThrottledLog(interval_s=options.log_interval_s)
+
+    async def client_gone(request, error):
+        client = request.client
+        peer = f"{client.host}:{client.port}" if client else "a client"
+        events.report("client_gone", f"dropped the request from {peer} "
+                      f"({request.method} {request.url.path}): {error}")
+        return Response(status_code=400)  # not sent: there is no one to send it to
+
     @contextlib.asynccontextmanager
     async def lifespan(app):
         yield
-        runner.close()
+        # Off the event loop: requests cancelled at the end of the grace period are answered
+        # while the running model call finishes.
+        await asyncio.to_thread(runner.close)
 
     routes = []
-    for prefix in ("/v1/models/{name}", "/v1/models/{name}/versions/{version:int}"):
+    for prefix in ("/v1/models/{name}", "/v1/models/{name}/versions/{version:t2t_version}"):
         routes += [Route(prefix, model_status, methods=["GET"]),
                    Route(prefix + "/metadata", model_metadata, methods=["GET"]),
                    Route(prefix + ":predict", predict, methods=["POST"])]
-    return Starlette(routes=routes, lifespan=lifespan,
+    app = Starlette(routes=routes, lifespan=lifespan,
                      exception_handlers={RequestError: request_error,
-                                         ServableNotFoundError: not_found})
+                                         ServableNotFoundError: not_found,
+                                         ClientGone: client_gone, HTTPException: http_error,
+                                         Exception: internal_error})
+    app.state.runner = runner  # for tests: what waits for the model
+    return app
 
 
 def listening_socket(host, port):
@@ -315,15 +408,30 @@ def base_url(host, port):
 
 
 class Server(uvicorn.Server):
-    """uvicorn serving `app` with warnings and errors logged, no access log; `on_ready()` is
-    called once it accepts connections. `run(sockets=[listening_socket(...)])` serves until
-    SIGINT/SIGTERM or `should_exit`."""
+    """uvicorn serving `app` with warnings and errors logged, no access log, and `options`'
+    connection limits (serving/connections.py); `on_ready()` is called once it accepts
+    connections. `run(sockets=[listening_socket(...)])` serves until SIGINT/SIGTERM or
+    `should_exit`, then answers the complete requests it holds for at most
+    `options.shutdown_grace_period_s`. After SIGTERM `run` returns (exit status 0); after
+    SIGINT it raises KeyboardInterrupt, as uvicorn does."""
 
-    def __init__(self, app, on_ready=lambda: None):
-        super().__init__(uvicorn.Config(app, log_level="warning", access_log=False))
+    def __init__(self, app, options=ServerOptions(), on_ready=lambda: None):
+        self.events = connections.ThrottledLog(interval_s=options.log_interval_s)
+        super().__init__(uvicorn.Config(
+            app, log_level="warning", access_log=False,
+            http=connections.protocol_class(options, self.events),
+            timeout_graceful_shutdown=options.shutdown_grace_period_s))
         self.on_ready = on_ready
 
     async def startup(self, sockets=None):
+        connections.throttle_accept_errors(asyncio.get_running_loop(), self.events)
         await super().startup(sockets=sockets)
         if self.started:
             self.on_ready()
+
+    def handle_exit(self, sig, frame):
+        """SIGTERM is how a server is asked to stop: shut down and return, rather than have
+        uvicorn raise the signal again once done (which kills the process)."""
+        super().handle_exit(sig, frame)
+        if sig == signal.SIGTERM:
+            self._captured_signals.remove(sig)

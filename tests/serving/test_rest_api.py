@@ -4,25 +4,31 @@ Serving's request and response formats, status, metadata, versions, every kind o
 (and that the server goes on answering), the model's input limit, merged concurrent requests
 with a bad one among them, the full queue, and batching turned off."""
 
+import asyncio
 import contextlib
 import copy
+import dataclasses
 import http.client
 import json
+import logging
 import os
 import queue
 import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
+import time
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
+from conftest import run_module
 from toy_export import MAX_INPUT_BYTES, expected_translation, write_toy_export
 
-from t2t_repro.serving import model_store, rest_api
+from t2t_repro.serving import connections, model_store, rest_api
 
 VERSION = 12
 TEXTS = ["A man rides a horse.", "Zwei Hunde spielen im Schnee.", "Grüße aus Zürich", ""]
@@ -49,12 +55,13 @@ def store(export_dir):
 
 
 @contextlib.contextmanager
-def running_server(store, options):
-    """Serves `store` on 127.0.0.1 and a free port in a background thread; yields the
-    (host, port) once it accepts connections, and stops it after."""
+def running_server(store, options, app=None):
+    """Serves `store` (or `app`) on 127.0.0.1 and a free port in a background thread; yields
+    the (host, port) once it accepts connections, and stops it after."""
     sock = rest_api.listening_socket("127.0.0.1", 0)
     ready = threading.Event()
-    server = rest_api.Server(rest_api.create_app(store, options), on_ready=ready.set)
+    app = app or rest_api.create_app(store, options)
+    server = rest_api.Server(app, options, on_ready=ready.set)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     try:
@@ -449,3 +456,399 @@ def test_serve_command_end_to_end(export_dir):
         rest.append(line)
     assert returncode == 0, "".join(rest)
     assert "Traceback" not in "".join(output + rest)
+
+
+# Hostile and clumsy clients: raw sockets that stall, a connection cap, disconnects mid-way,
+# paths and requests the API does not have.
+
+# The limits of the `guarded_server`: small, so that waiting for them takes little.
+HEADER_TIMEOUT_S = BODY_TIMEOUT_S = 1.0
+# A generous bound on how late a connection past its deadline may be closed: a safety net
+# for a busy machine, not a measure of speed.
+CLOSE_SLACK_S = 10.0
+GOOD_HEADERS = (b"POST /v1/models/default:predict HTTP/1.1\r\nHost: test\r\n"
+                b"Content-Type: application/json\r\n")
+
+
+class LogRecords(logging.Handler):
+    """The records uvicorn's error logger (which this server's warnings go to) gets while
+    attached."""
+
+    def __init__(self):
+        super().__init__(logging.DEBUG)
+        self.records = []
+
+    def emit(self, record):
+        self.records.append(record)
+
+    def messages(self, text=""):
+        return [record.getMessage() for record in list(self.records)
+                if text in record.getMessage()]
+
+
+@contextlib.contextmanager
+def server_log():
+    """LogRecords of the server's warnings and errors (attached once its Config is made:
+    uvicorn sets its loggers up anew there)."""
+    records = LogRecords()
+    logger = logging.getLogger("uvicorn.error")
+    logger.addHandler(records)
+    try:
+        yield records
+    finally:
+        logger.removeHandler(records)
+
+
+def wait_for(condition, timeout_s=30.0, what="the condition"):
+    """Polls `condition()` until it is true; fails after `timeout_s` (a safety net only)."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, f"{what} did not happen within {timeout_s} s"
+        time.sleep(0.02)
+
+
+def connect(address, data=b""):
+    sock = socket.create_connection(address, timeout=60)
+    if data:
+        sock.sendall(data)
+    return sock
+
+
+def read_until_closed(sock, timeout_s):
+    """(what the server sent, seconds until it closed `sock`); fails if it is still open after
+    `timeout_s`. A reset counts as closed."""
+    start = time.monotonic()
+    received = bytearray()
+    while True:
+        remaining = start + timeout_s - time.monotonic()
+        assert remaining > 0, f"still open after {timeout_s} s; received {bytes(received)!r}"
+        sock.settimeout(remaining)
+        try:
+            chunk = sock.recv(65536)
+        except TimeoutError:
+            continue
+        except ConnectionResetError:
+            chunk = b""
+        if not chunk:
+            return bytes(received), time.monotonic() - start
+        received += chunk
+
+
+def http_response(data):
+    """(status, headers as a lower-cased dict, body) of a raw HTTP/1.1 response."""
+    head, _, body = data.partition(b"\r\n\r\n")
+    status_line, *lines = head.decode("latin-1").split("\r\n")
+    headers = dict(line.split(": ", 1) for line in lines)
+    return int(status_line.split()[1]), {k.lower(): v for k, v in headers.items()}, body
+
+
+def read_response(sock):
+    """One HTTP/1.1 response (with a Content-Length) read from `sock`, as http_response."""
+    data = bytearray()
+    while b"\r\n\r\n" not in data or len(http_response(data)[2]) < int(
+            http_response(data)[1]["content-length"]):
+        chunk = sock.recv(65536)
+        assert chunk, f"closed after {bytes(data)!r}"
+        data += chunk
+    return http_response(bytes(data))
+
+
+def predict_request(payload):
+    body = json.dumps(payload).encode()
+    return GOOD_HEADERS + f"Content-Length: {len(body)}\r\n\r\n".encode() + body
+
+
+@pytest.fixture(scope="module")
+def guarded_server(store):
+    options = dataclasses.replace(OPTIONS, request_header_timeout_s=HEADER_TIMEOUT_S,
+                                  request_body_timeout_s=BODY_TIMEOUT_S, log_interval_s=0)
+    with running_server(store, options) as address:
+        yield address
+
+
+def slowloris(sock, stop):
+    """Sends a request's headers a byte every 0.2 s until `stop` is set or the server closes
+    the connection."""
+    for byte in GOOD_HEADERS * 100:
+        if stop.wait(0.2):
+            return
+        try:
+            sock.send(bytes([byte]))
+        except OSError:
+            return
+
+
+def test_idle_and_half_sent_connections_are_closed_within_their_limits(guarded_server):
+    stalled = {
+        "idle": connect(guarded_server),
+        "part of the headers": connect(guarded_server, GOOD_HEADERS),
+        "part of the body": connect(guarded_server, GOOD_HEADERS + b"Content-Length: 100\r\n"
+                                    b'\r\n{"instances": ['),
+        "a byte at a time": connect(guarded_server),
+    }
+    stop = threading.Event()
+    sender = threading.Thread(target=slowloris, args=(stalled["a byte at a time"], stop))
+    sender.start()
+    try:
+        assert predict(guarded_server, {"instances": ["meanwhile"]}) == (
+            200, {"predictions": expected_predictions(["meanwhile"])})
+        for kind, sock in stalled.items():
+            with sock:
+                data, _ = read_until_closed(sock, HEADER_TIMEOUT_S + BODY_TIMEOUT_S +
+                                            CLOSE_SLACK_S)
+            assert data == b"", kind  # closed, not answered
+    finally:
+        stop.set()
+        sender.join(30)
+    assert predict(guarded_server, {"instances": ["after"]})[0] == 200
+
+
+def test_a_keep_alive_connection_sending_its_next_headers_slowly_is_closed(guarded_server):
+    with connect(guarded_server, predict_request({"instances": ["first"]})) as sock:
+        sock.settimeout(60)
+        assert read_response(sock)[0] == 200
+        sock.sendall(b"GET /v1/models/default HTTP/1.1\r\n")  # and nothing more
+        data, _ = read_until_closed(sock, HEADER_TIMEOUT_S + CLOSE_SLACK_S)
+    assert data == b""
+
+
+def test_connections_beyond_the_cap_get_503_while_open_ones_are_answered(store):
+    options = dataclasses.replace(OPTIONS, max_connections=3, request_header_timeout_s=60,
+                                  request_body_timeout_s=60, log_interval_s=60)
+    body = json.dumps({"instances": ["held"]}).encode()
+    with running_server(store, options) as address, server_log() as log:
+        # Three open: one sending its body, two idle; connections are accepted in order.
+        held = connect(address, GOOD_HEADERS + f"Content-Length: {len(body)}\r\n\r\n".encode()
+                       + body[:5])
+        idle = [connect(address), connect(address)]
+        for _ in range(5):
+            with connect(address, b"GET /v1/models/default HTTP/1.1\r\nHost: test\r\n\r\n") \
+                    as extra:
+                data, _ = read_until_closed(extra, 30)
+            status, headers, error = http_response(data)
+            assert (status, headers["content-type"]) == (503, "application/json")
+            assert "--max_connections=3" in json.loads(error)["error"]
+        held.sendall(body[5:])
+        status, _, answer = read_response(held)
+        assert (status, json.loads(answer)) == (
+            200, {"predictions": expected_predictions(["held"])})
+        # One line for the five refusals: once per interval, not once per connection.
+        assert len(log.messages("refused a connection")) == 1
+        for sock in [held, *idle]:
+            sock.close()
+        replies = []
+        wait_for(lambda: replies.append(send(address, "GET", "/v1/models/default")) or
+                 replies[-1][0] == 200, what="a new connection answered once the others closed")
+
+
+def test_the_default_connection_cap_keeps_descriptors_free():
+    assert connections.most_connections(256) == 128
+    assert connections.most_connections(1024) == 1024 - connections.RESERVED_DESCRIPTORS
+    assert connections.most_connections(20) == 10
+    assert connections.most_connections() < connections.open_file_limit()
+
+
+def test_a_client_disconnecting_mid_body_costs_one_line_of_log(store):
+    options = dataclasses.replace(OPTIONS, log_interval_s=0)
+    with running_server(store, options) as address, server_log() as log:
+        with connect(address, GOOD_HEADERS + b'Content-Length: 100\r\n\r\n{"instances": ['):
+            pass
+        wait_for(lambda: log.records, what="a line of log")
+        assert predict(address, {"instances": ["ok"]})[0] == 200
+    [record] = log.records
+    assert record.exc_info is None and "\n" not in record.getMessage()
+    assert "dropped the request from 127.0.0.1:" in record.getMessage()
+    assert "closed after 15 bytes of its body" in record.getMessage()
+
+
+def test_a_queued_request_whose_client_left_is_not_run(store):
+    recorded, recorder = recorded_store(store)
+    options = dataclasses.replace(OPTIONS, batch_timeout_micros=0, log_interval_s=0)
+    app = rest_api.create_app(recorded, options)
+    replies = []
+    with running_server(recorded, options, app) as address, server_log() as log:
+        recorder.block()
+        try:
+            running = threading.Thread(
+                target=lambda: replies.append(predict(address, {"instances": ["running"]})))
+            running.start()
+            assert recorder.started.wait(30)  # the model is busy with "running"
+            with connect(address, predict_request({"instances": ["gone", "gone"]})):
+                wait_for(lambda: app.state.runner.waiting_instances() == 2,
+                         what="the request queued")
+            wait_for(lambda: log.messages("dropped the request"), what="the drop logged")
+        finally:
+            recorder.release()
+        running.join(60)
+        assert predict(address, {"instances": ["later"]})[0] == 200
+    assert replies == [(200, {"predictions": expected_predictions(["running"])})]
+    assert recorder.calls == [["running"], ["later"]]
+    assert log.messages() == [
+        log.messages("dropped the request")[0]]
+    assert "client disconnected before the answer was ready" in log.messages()[0]
+
+
+def test_unknown_paths_wrong_methods_and_non_http_get_json_errors(server):
+    assert send(server, "GET", "/v1/models") == (404, {"error": "Not Found: GET /v1/models"})
+    assert send(server, "GET", "/v1/models/default/versions/latest") == (
+        404, {"error": "Not Found: GET /v1/models/default/versions/latest"})
+    assert send(server, "POST", "/v1/models/default") == (
+        405, {"error": "Method Not Allowed: POST /v1/models/default"})
+    assert send(server, "DELETE", "/v1/models/default/metadata") == (
+        405, {"error": "Method Not Allowed: DELETE /v1/models/default/metadata"})
+    with connect(server, b"NOT HTTP AT ALL\r\n\r\n") as sock:
+        data, _ = read_until_closed(sock, 30)
+    status, headers, body = http_response(data)
+    assert (status, headers["content-type"]) == (400, "application/json")
+    assert json.loads(body) == {"error": "Invalid HTTP request received."}
+
+
+def test_a_version_too_long_for_an_int_is_not_found(server):
+    version = "9" * 5000
+    shown = "9" * 19 + "...(5000 digits)"
+    assert send(server, "GET", f"/v1/models/default/versions/{version}") == (
+        404, {"error": f"Could not find version {shown} of model default"})
+    assert send(server, "GET", f"/v1/models/default/versions/{version}/metadata") == (
+        404, {"error": f"Servable not found for request: Specific(default, {shown})"})
+    assert predict(server, {"instances": ["a"]}, f"/v1/models/default/versions/{version}"
+                   ":predict")[0] == 404
+    assert send(server, "GET", f"/v1/models/default/versions/{'0' * 5000}{VERSION}")[0] == 200
+
+
+def start_serve(export_dir, flags, open_files):
+    """`python -m t2t_repro.serve` on a free port with `open_files` as its open-file limit;
+    (process, address, queue of its output lines) once it is ready."""
+
+    command = [sys.executable, "-m", "t2t_repro.serve", f"--export_dir={export_dir}",
+               "--port=0", *flags]
+    process = subprocess.Popen(
+        ["sh", "-c", f'ulimit -Sn {open_files} && exec "$@"', "sh", *command],
+        stderr=subprocess.PIPE, text=True, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+    lines = queue.Queue()
+    threading.Thread(target=read_lines_into, args=(process.stderr, lines), daemon=True).start()
+    output = []
+    while not output or "Serving model" not in output[-1]:
+        line = lines.get(timeout=120)
+        assert line is not None, "".join(output)
+        output.append(line)
+    port = int(re.search(r":(\d+)/v1/models/", output[-1]).group(1))
+    return process, ("127.0.0.1", port), lines
+
+
+def test_serve_under_a_low_open_file_limit_and_sigterm_with_a_half_sent_body(export_dir):
+    """With `ulimit -n 256` (so at most 128 connections), 200 idle connections are each
+    refused or closed at the header deadline, never failing accept(); SIGTERM while a request's
+    body is half sent closes it and exits 0 within the grace period."""
+    header_timeout_s, grace_s, limit = 2.0, 5.0, 256
+    process, address, lines = start_serve(export_dir, [
+        f"--request_header_timeout_s={header_timeout_s}", "--request_body_timeout_s=300",
+        f"--shutdown_grace_period_s={grace_s}"], open_files=limit)
+    try:
+        idle = [connect(address) for _ in range(200)]
+        refused = 0
+        for sock in idle:
+            with sock:
+                data, _ = read_until_closed(sock, header_timeout_s + CLOSE_SLACK_S)
+            if data:
+                status, headers, body = http_response(data)
+                assert (status, headers["content-type"]) == (503, "application/json")
+                assert "--max_connections=128" in json.loads(body)["error"]
+                refused += 1
+        assert refused <= 200 - connections.most_connections(limit)
+        assert predict(address, {"instances": ["after"]})[0] == 200
+        with connect(address, GOOD_HEADERS + b"Content-Length: 100\r\n"
+                     b"Expect: 100-continue\r\n\r\n") as held:
+            assert held.recv(1024).startswith(b"HTTP/1.1 100 ")  # the app reads the body
+            held.sendall(b'{"instances": [')
+            process.send_signal(signal.SIGTERM)
+            data, _ = read_until_closed(held, grace_s + CLOSE_SLACK_S)
+        assert data == b""
+        returncode = process.wait(grace_s + CLOSE_SLACK_S)
+    finally:
+        process.kill()
+        process.wait()
+    output = []
+    while (line := lines.get(timeout=10)) is not None:
+        output.append(line)
+    log = "".join(output)
+    assert returncode == 0, log
+    assert "Traceback" not in log and "out of system resource" not in log, log
+    assert log.count("refused a connection") <= 2, log  # once per 10 s, not per connection
+
+
+def test_a_server_error_is_json_too(store):
+    model = copy.copy(store.model)
+
+    def crash(signature_name, instances):
+        raise RuntimeError("a bug")
+
+    model.predict = crash
+    with running_server(model_store.ModelStore(model), OPTIONS) as address:
+        assert predict(address, {"instances": ["a"]}) == (
+            500, {"error": "Internal Server Error"})
+
+
+@pytest.mark.parametrize("flag, message", [
+    ("--max_connections=1000000000", ("--max_connections=1000000000 is more than the "
+                                      "open-file limit allows (ulimit -n: ")),
+    ("--request_header_timeout_s=0", ("--request_header_timeout_s=0.0: give a number of "
+                                      "seconds more than 0.")),
+    ("--request_body_timeout_s=-1", "--request_body_timeout_s=-1.0: give a number"),
+    ("--shutdown_grace_period_s=-1", ("--shutdown_grace_period_s=-1.0: give a number of "
+                                      "seconds, 0 or more.")),
+])
+def test_bad_connection_flags_are_one_line_errors(export_dir, flag, message):
+    result = run_module("t2t_repro.serve", f"--export_dir={export_dir}", flag)
+    assert result.returncode == 1
+    assert result.stderr.startswith("error: " + message), result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+
+
+def test_throttled_warnings_log_the_first_then_a_count_per_interval():
+    records = LogRecords()
+    logger = logging.getLogger("test_throttled_warnings")
+    logger.addHandler(records)
+    throttled = connections.ThrottledLog(logger, interval_s=0.2)
+
+    async def warn_and_wait():
+        for index in range(4):
+            throttled.report("refused", f"refused connection {index}")
+        throttled.report("other", "another kind")
+        deadline = time.monotonic() + 30
+        while len(records.records) < 3 and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+
+    try:
+        asyncio.run(warn_and_wait())
+    finally:
+        logger.removeHandler(records)
+    assert records.messages() == [
+        "refused connection 0", "another kind",
+        "3 more like this in the last 0.2 s, the latest: refused connection 3"]
+
+
+def test_a_request_still_running_when_the_grace_period_ends_gets_a_json_503(store):
+    recorded, recorder = recorded_store(store)
+    options = dataclasses.replace(OPTIONS, shutdown_grace_period_s=0.5)
+    sock = rest_api.listening_socket("127.0.0.1", 0)
+    ready = threading.Event()
+    server = rest_api.Server(rest_api.create_app(recorded, options), options,
+                             on_ready=ready.set)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    replies = []
+    recorder.block()
+    try:
+        with server_log() as log:
+            thread.start()
+            assert ready.wait(30)
+            client = threading.Thread(target=lambda: replies.append(
+                predict(sock.getsockname()[:2], {"instances": ["slow"]})))
+            client.start()
+            assert recorder.started.wait(30)  # the model holds the request past any grace
+            server.should_exit = True
+            client.join(60)
+    finally:
+        recorder.release()
+        thread.join(60)
+    assert replies == [(503, {"error": rest_api.SHUTTING_DOWN})]
+    assert not [record for record in log.records if record.exc_info]
