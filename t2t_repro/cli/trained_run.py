@@ -14,8 +14,9 @@ from t2t_repro.names import FLAGS_FILENAME
 FLAGS = flags.FLAGS
 
 flags.DEFINE_string("checkpoint_path", None,
-                    "Checkpoint file or directory (its latest checkpoint); default: the latest "
-                    "in --output_dir.")
+                    "Checkpoint file or directory (its latest checkpoint), such as "
+                    "<output_dir>/best or avg_checkpoints' output; default: the latest in "
+                    "--output_dir.")
 
 
 def resolve_checkpoint():
