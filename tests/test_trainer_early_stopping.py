@@ -46,7 +46,7 @@ def stopped_run(tmp_path_factory):
 def test_early_stopping_ends_the_run_naming_the_best_checkpoint_which_pruning_keeps(stopped_run):
     output_dir, result = stopped_run
     best = output_dir / "best" / "ckpt-5.weights.h5"
-    assert (f"Early stopping at step 15: accuracy has not improved by at least 1 in 10 steps"
+    assert ("Early stopping at step 15: accuracy has not improved by at least 1 in 10 steps"
             in result.stdout)
     assert f"the best checkpoint is {best} (step 5, accuracy" in result.stdout
     assert [step for step, _ in list_checkpoints(output_dir)] == [15]  # keep_checkpoint_max=1
