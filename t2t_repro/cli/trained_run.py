@@ -14,6 +14,7 @@ from t2t_repro.names import FLAGS_FILENAME
 
 FLAGS = flags.FLAGS
 
+
 def resolve_checkpoint():
     """The checkpoint file --checkpoint_path (or --output_dir) names."""
     from t2t_repro.training.checkpoints import named_checkpoint
