@@ -20,6 +20,7 @@ class ParsingWsj(TextPairProblem):
     """WSJ only (~40K training trees), one shared 16K vocabulary."""
 
     default_vocab_size = 16000
+    main_decode_metric = "bracket_f1"
     # Lets each bracket token (`(NP`, `)NP`) be one piece: by default sentencepiece splits it
     # into `(` and `NP`, which made targets 60% longer on the treebank sample.
     vocab_split_by_script = False

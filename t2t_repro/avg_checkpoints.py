@@ -2,7 +2,11 @@
 
     python -m t2t_repro.avg_checkpoints --output_dir=runs/ende_base --n=5
     python -m t2t_repro.avg_checkpoints --output_dir=runs/ende_big --n=20 --avg_dir=runs/big_avg
+    python -m t2t_repro.avg_checkpoints --output_dir=runs/ende_base \
+        --checkpoint_path=runs/ende_base/best
 
+With --checkpoint_path (a checkpoint file, or a folder's newest such as the run's best/) the
+average is of the N checkpoints ending at it: it, and the run's newest older than its step.
 The average is written to `<avg_dir>/ckpt-<newest step>.weights.h5` (default avg_dir:
 `<output_dir>/averaged`) beside copies of the run's hparams.json and flags.txt, so avg_dir is
 itself an output_dir to decode from. The run's own checkpoints are only read.
@@ -18,6 +22,7 @@ quiet_tensorflow.import_tensorflow()  # before anything imports it: see the modu
 from absl import flags  # noqa: E402
 
 from t2t_repro.cli import entry_point, run_flags  # noqa: E402,F401 (run_flags: --output_dir)
+from t2t_repro.cli import checkpoint_flag  # noqa: E402,F401 (--checkpoint_path)
 from t2t_repro.utils.atomic_files import write_text_atomically  # noqa: E402
 from t2t_repro.cli.entry_point import FlagAlias, apply_flag_aliases, check_usage  # noqa: E402
 from t2t_repro.errors import ConfigurationError  # noqa: E402
@@ -54,8 +59,21 @@ def copy_run_config(output_dir, avg_dir):
                               "".join(line + "\n" for line in lines))
 
 
-def average_last(output_dir, n, avg_dir):
-    """Averages the newest `n` checkpoints of `output_dir` into `avg_dir`; returns its path."""
+def ending_at(found, last):
+    """The run's `[(step, path)]` checkpoints `found` that come before the checkpoint file
+    `last` (its best/ copy, say), then `last` itself."""
+    from t2t_repro.training import checkpoints
+
+    step = checkpoints.checkpoint_step(last)
+    if step is None:
+        raise ConfigurationError(f"--checkpoint_path names {last}, which is no "
+                                 f"ckpt-<step>.weights.h5: its step orders the average.")
+    return [(older, path) for older, path in found if older < step] + [(step, last)]
+
+
+def average_last(output_dir, n, avg_dir, last=None):
+    """Averages the newest `n` checkpoints of `output_dir` (with `last`, a checkpoint file:
+    the `n` ending at it) into `avg_dir`; returns its path."""
     from t2t_repro.training import checkpoints
     from t2t_repro.training.averaging import average_checkpoints
 
@@ -65,6 +83,8 @@ def average_last(output_dir, n, avg_dir):
     if not os.path.isdir(output_dir):
         raise ConfigurationError(f"--output_dir {output_dir} does not exist.")
     found = checkpoints.list_checkpoints(output_dir)
+    if last is not None:
+        found = ending_at(found, last)
     if not found:
         raise ConfigurationError(f"No checkpoints (ckpt-<step>.weights.h5) in {output_dir}.")
     if len(found) < n:
@@ -85,10 +105,13 @@ def average_last(output_dir, n, avg_dir):
 
 
 def main(argv):
+    from t2t_repro.training.checkpoints import named_checkpoint
+
     check_usage(argv, ("output_dir",))
     apply_flag_aliases(ALIASES)
     avg_dir = FLAGS.avg_dir or os.path.join(FLAGS.output_dir, "averaged")
-    average_last(FLAGS.output_dir, FLAGS.n, avg_dir)
+    last = named_checkpoint(FLAGS.checkpoint_path) if FLAGS.checkpoint_path else None
+    average_last(FLAGS.output_dir, FLAGS.n, avg_dir, last)
 
 
 if __name__ == "__main__":

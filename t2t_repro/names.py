@@ -10,6 +10,8 @@ CTRANSLATE2_SUBDIR = "ctranslate2"  # and for CTranslate2 models
 AVERAGED_SUBDIR = "averaged"  # avg_checkpoints' default --avg_dir
 EVAL_ATTENTION_SUBDIR = "eval_attention"  # TensorBoard's attention images, a run of their own
 LOCK_FILENAME = ".lock"  # locked by the trainer writing the folder (cli.run_folder_lock)
+BEST_SUBDIR = "best"  # the best checkpoint by the eval metric (training.best_checkpoint)
+BEST_RECORD_FILENAME = "best.json"  # in BEST_SUBDIR: its step, metric, value and decodes file
 
 # The exported SavedModel's signatures (and TF Serving's default signature name).
 BEST_SIGNATURE = "serving_default"

@@ -65,6 +65,19 @@ flags.DEFINE_integer("eval_decode_examples", 100,
 flags.DEFINE_integer("decode_examples", 0,
                      "After training, greedy-decode this many eval examples, print the first "
                      "few beside their targets and report how many came out exactly right.")
+flags.DEFINE_string("eval_early_stopping_metric", None,
+                    "The eval metric that ranks checkpoints for <output_dir>/best/ and early "
+                    "stopping (default: the problem's main decode metric: bleu, bracket_f1 or "
+                    "exact_match; loss when --eval_decode_examples=0). Any eval scalar: loss, "
+                    "accuracy, neg_log_perplexity, or a decode metric.")
+flags.DEFINE_bool("eval_early_stopping_metric_minimize", None,
+                  "Whether lower values of the metric are better (default: only for loss).")
+flags.DEFINE_float("eval_early_stopping_metric_delta", 0.0,
+                   "The smallest gain over the best value that counts as an improvement.",
+                   lower_bound=0.0)
+flags.DEFINE_integer("eval_early_stopping_steps", 0,
+                     "End training once this many steps have passed without an improvement "
+                     "(checked at each evaluation); 0: never.", lower_bound=0)
 flags.DEFINE_integer("save_checkpoints_secs", None,
                      "tensor2tensor's name: --save_checkpoints_minutes in seconds.")
 flags.DEFINE_integer("local_eval_frequency", None, "tensor2tensor's name for --eval_every.")
@@ -136,6 +149,26 @@ def decode_evaluation(problem):
     return DecodeEvaluation(problem, decode_hparams, FLAGS.eval_decode_examples)
 
 
+def best_criterion(problem):
+    """What ranks the evaluations of a train_and_evaluate run (`best_checkpoint.Criterion`);
+    None for other schedules, which evaluate no checkpoints as they train."""
+    from t2t_repro.training.best_checkpoint import choose_criterion
+
+    if FLAGS.schedule != "train_and_evaluate":
+        if FLAGS.eval_early_stopping_steps:
+            raise ConfigurationError("--eval_early_stopping_steps needs evaluations during "
+                                     "training: --schedule=train_and_evaluate.")
+        return None
+    criterion, note = choose_criterion(
+        problem, decoding=bool(FLAGS.eval_decode_examples),
+        metric=FLAGS.eval_early_stopping_metric,
+        minimize=FLAGS.eval_early_stopping_metric_minimize,
+        delta=FLAGS.eval_early_stopping_metric_delta, patience=FLAGS.eval_early_stopping_steps)
+    if note:
+        print(note)
+    return criterion
+
+
 def check_flag_values():
     """Flag values that make no sense are errors before anything is read or written."""
     from t2t_repro.training import checkpoints
@@ -177,6 +210,7 @@ def train_or_evaluate(claim_output_dir):
     if FLAGS.generate_data:
         problem.generate_data(FLAGS.tmp_dir, download=FLAGS.download)
     problem.check_data()  # before anything is written to --output_dir
+    criterion = best_criterion(problem)
     run = create_training_run(
         problem,
         hparams,
@@ -194,6 +228,7 @@ def train_or_evaluate(claim_output_dir):
         decode_evaluation=decode_evaluation(problem),
         peak_tflops=FLAGS.peak_tflops,
         claim_output_dir=claim_output_dir,
+        best_criterion=criterion,
     )
     if run.is_chief:  # once the model is built: bad hparams leave nothing behind
         save_run_config(hparams, FLAGS.output_dir)
@@ -210,6 +245,10 @@ def train_or_evaluate(claim_output_dir):
     if eval_scalars:
         print(f"Final eval token accuracy on held-out data: {eval_scalars['accuracy']:.2%} "
               f"(step {run.checkpoints.step()}, output in {FLAGS.output_dir})")
+    if run.best is not None and run.best.record is not None:
+        record = run.best.record
+        print(f"Best checkpoint: {run.best.path()} ({record['metric']} {record['value']:.4f} "
+              f"at step {record['step']}).")
 
 
 def main(argv):

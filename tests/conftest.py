@@ -26,6 +26,7 @@ SLOW_FILES_FIRST = (
     "training/test_multi_worker_training.py", "test_decoder.py", "test_trainer_faults.py",
     "test_trainer_real_problems.py", "test_decoder_input.py", "training/test_loop.py",
     "training/test_distribution.py", "training/test_jax_training.py",
+    "test_trainer_early_stopping.py",
 )
 
 

@@ -3,6 +3,7 @@
 import hashlib
 import json
 import os
+import shutil
 
 import h5py
 import keras
@@ -142,3 +143,22 @@ def test_avg_dir_may_not_be_the_run_itself(trained_run):
     result = average(f"--output_dir={trained_run}", f"--avg_dir={trained_run}")
     assert result.returncode != 0 and "--avg_dir must differ" in result.stderr
     assert digests(trained_run) == before
+
+
+def test_averages_the_n_checkpoints_ending_at_checkpoint_path_such_as_best(trained_run,
+                                                                           tmp_path):
+    """--checkpoint_path names a folder holding step 4's checkpoint, as a run's best/ does:
+    --n=2 averages the run's step 2 with it, and step 6 (newer) is left out."""
+    best = tmp_path / "best"
+    best.mkdir()
+    shutil.copy(trained_run / "ckpt-4.weights.h5", best)
+    avg_dir = tmp_path / "avg"
+    result = average(f"--output_dir={trained_run}", f"--checkpoint_path={best}", "--n=2",
+                     f"--avg_dir={avg_dir}")
+    assert result.returncode == 0, result.stderr
+    assert "steps 2, 4," in result.stdout
+    first_two = [h5_values(trained_run / name) for name in CHECKPOINT_NAMES[:2]]
+    averaged = h5_values(avg_dir / "ckpt-4.weights.h5")
+    weight = "input_embedding/vars/0"
+    np.testing.assert_allclose(averaged[weight], (first_two[0][weight] + first_two[1][weight]) / 2,
+                               rtol=1e-6)

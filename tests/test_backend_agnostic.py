@@ -54,6 +54,7 @@ BACKEND_AGNOSTIC = {
     "t2t_repro.data.problem",
     "t2t_repro.data.token_arrays",
     "t2t_repro.training.attention_images",
+    "t2t_repro.training.best_checkpoint",
     "t2t_repro.training.checkpoints",
     "t2t_repro.training.jax.run",
     "t2t_repro.training.jax.train_step",

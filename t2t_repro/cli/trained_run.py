@@ -7,15 +7,13 @@ import sys
 
 from absl import flags
 
-from t2t_repro.cli import model_flags, problem_flags, usr_dir  # noqa: F401 (their flags)
+from t2t_repro.cli import checkpoint_flag, model_flags, problem_flags  # noqa: F401 (flags)
+from t2t_repro.cli import usr_dir
 from t2t_repro.errors import ConfigurationError
 from t2t_repro.names import FLAGS_FILENAME
 
 FLAGS = flags.FLAGS
 
-flags.DEFINE_string("checkpoint_path", None,
-                    "Checkpoint file or directory (its latest checkpoint); default: the latest "
-                    "in --output_dir.")
 flags.DEFINE_integer("max_input_tokens", None,
                      "The longest input the decoder, or the exporter's saved_model, accepts, in "
                      "tokens with EOS (default: hparam max_length); longer inputs are an error, "
@@ -35,20 +33,13 @@ def check_checkpoint_file(path, flag):
 
 def resolve_checkpoint():
     """The checkpoint file --checkpoint_path (or --output_dir) names."""
-    from t2t_repro.training.checkpoints import latest_checkpoint
+    from t2t_repro.training.checkpoints import named_checkpoint
 
     path = FLAGS.checkpoint_path or FLAGS.output_dir
     if os.path.isfile(path):
         check_checkpoint_file(path, "--checkpoint_path" if FLAGS.checkpoint_path else
                               "--output_dir")
-        return path
-    checkpoint = latest_checkpoint(path)
-    if checkpoint is None:
-        raise ConfigurationError(
-            f"no checkpoint (ckpt-<step>.weights.h5) in {path}; train first, or point "
-            f"--checkpoint_path at a checkpoint file or a directory holding one."
-        )
-    return checkpoint
+    return named_checkpoint(path)
 
 
 def resolve_hparams():

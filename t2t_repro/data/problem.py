@@ -42,6 +42,9 @@ class Problem:
     between text and ids. `generate_data` writes whatever the problem needs in `data_dir`.
     """
 
+    # The decode metric that ranks checkpoints by default (`training.best_checkpoint`).
+    main_decode_metric = "exact_match"
+
     def __init__(self, data_dir=None, data_hparams=""):
         self.data_dir = data_dir
         self.data_hparams = self.default_data_hparams().override_from_string(data_hparams or "")

@@ -119,6 +119,7 @@ class TranslateProblem(TextPairProblem):
     and `tfds_splits` (`{mode: split}`).
     """
 
+    main_decode_metric = "bleu"
     input_language = "en"
     target_language = None
     raw_layouts = {}

@@ -14,6 +14,7 @@ import time
 
 import keras
 
+from t2t_repro.errors import ConfigurationError
 from t2t_repro.utils.atomic_files import atomic_path, is_temporary, target_name
 from t2t_repro.names import AVERAGED_MARKER
 
@@ -77,6 +78,20 @@ def latest_checkpoint(directory):
     """Path of the newest checkpoint in `directory`, or None."""
     checkpoints = list_checkpoints(directory)
     return checkpoints[-1][1] if checkpoints else None
+
+
+def named_checkpoint(path):
+    """The checkpoint file `path` names: itself, or the newest in the folder it names (the one
+    a folder such as `<output_dir>/best` holds); a ConfigurationError when there is none."""
+    if os.path.isfile(path):
+        return path
+    checkpoint = latest_checkpoint(path)
+    if checkpoint is None:
+        raise ConfigurationError(
+            f"no checkpoint (ckpt-<step>.weights.h5) in {path}; train first, or point "
+            f"--checkpoint_path at a checkpoint file or a directory holding one."
+        )
+    return checkpoint
 
 
 class CheckpointManager:

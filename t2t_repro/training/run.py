@@ -9,7 +9,7 @@ from t2t_repro.data.problem import EVAL, TRAIN
 from t2t_repro.hparams import HParamsError
 from t2t_repro.models.flops import training_flops
 from t2t_repro.models.transformer import DTYPE_POLICIES
-from t2t_repro.training import attention_images, checkpoints, summaries
+from t2t_repro.training import attention_images, best_checkpoint, checkpoints, summaries
 from t2t_repro.training.losses import LabelSmoothedCrossEntropy, training_metrics
 from t2t_repro.training.optimizer import create_optimizer
 from t2t_repro.errors import UserError
@@ -87,6 +87,9 @@ class TrainingRunBase:
             utilisation (None: not reported).
         claim_output_dir: called by the chief once the model is built, before anything in
             `output_dir` is cleaned up or written (the trainer takes the folder's lock there).
+        best_criterion: optional `best_checkpoint.Criterion`: every evaluation during
+            training is ranked by it, the best checkpoint kept in `<output_dir>/best/`, and
+            training ends early as it says.
 
     Subclasses implement `_train_batches(step)` (an iterator of batches for the train step,
     resuming after `step` updates where the pipeline can) and `_eval_scalars()` (the
@@ -97,7 +100,7 @@ class TrainingRunBase:
                  save_checkpoints_steps=1000, save_checkpoints_minutes=10.0,
                  keep_checkpoint_max=20, eval_every=1000, eval_steps=0, log_every=100,
                  decode_evaluation=None, peak_tflops=None, claim_output_dir=None,
-                 print_fn=print):
+                 best_criterion=None, print_fn=print):
         self.problem = problem
         self.hparams = hparams
         self.output_dir = output_dir
@@ -120,6 +123,9 @@ class TrainingRunBase:
         self.training_flops = training_flops(hparams, problem.target_vocab_size)
         self._writers = {}
         self._attention_example = None
+        self.best = (best_checkpoint.BestCheckpoint(output_dir, best_criterion, writes=is_chief,
+                                                    print_fn=print_fn)
+                     if best_criterion else None)
 
     def _report_length_filter(self, mode):
         """Says how many of the mode's examples `max_length` leaves out (never truncated)."""
@@ -148,6 +154,10 @@ class TrainingRunBase:
         evaluating every `eval_every` updates; checkpoints as configured and once more at the
         end. Each update takes `gradient_accumulation_steps` micro-batches.
 
+        With a `best_criterion`, each evaluation updates the best checkpoint, and training
+        ends (checkpointed) once early stopping says so, or at once when a resumed run's
+        record says so already.
+
         Returns the scalars of the last evaluation, or None if none ran. Raises
         `NonFiniteLossError` (having saved nothing after the last good checkpoint) when an
         update's loss or gradient is NaN or infinite.
@@ -156,6 +166,8 @@ class TrainingRunBase:
         eval_scalars = None
         if step >= train_steps:
             self.print_fn(f"Already trained {step} of {train_steps} steps; nothing to do.")
+            return eval_scalars
+        if self._stops_early(step):
             return eval_scalars
         self._report_length_filter(TRAIN)
         iterator = self._train_batches(step)
@@ -179,8 +191,26 @@ class TrainingRunBase:
             saver.after_update(step)
             if evaluate_every_segment and (step % self.eval_every == 0 or step == train_steps):
                 eval_scalars = self.evaluate()
+                if self._rank_evaluation(step, eval_scalars):
+                    break
         self.checkpoints.save()
         return eval_scalars
+
+    def _rank_evaluation(self, step, scalars):
+        """Ranks the evaluation of `step` against the best; returns whether to stop early."""
+        if self.best is None:
+            return False
+        decodes = (os.path.join(EVAL, f"decodes-{step}.txt")
+                   if self.decode_evaluation is not None else None)
+        self.best.add(step, scalars, self.model.save_weights, decodes)
+        return self._stops_early(step)
+
+    def _stops_early(self, step):
+        """Whether early stopping ends training at `step`; if so, says so."""
+        if self.best is None or not self.best.should_stop(step):
+            return False
+        self.print_fn(self.best.stopping_line(step))
+        return True
 
     def _update_flops(self, stats):
         """Model FLOPs (forward and backward) of an update, from its real lengths."""

@@ -184,3 +184,30 @@ def test_the_jax_trainer_refuses_multi_worker_and_float16_clearly(tmp_path):
         last_line = result.stderr.strip().splitlines()[-1]
         assert last_line.startswith("error: ") and message in last_line
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+
+
+def test_early_stopping_under_jax_keeps_the_best_checkpoint_as_under_tensorflow(tmp_path):
+    """The base class's best checkpoint and early stopping, on JAX: token accuracy never
+    gains 1, so step 5 stays the best and the run stops at step 15, pruning leaving best/."""
+    import json
+
+    from conftest import read_scalars
+
+    output_dir = tmp_path / "run"
+    result = jax_trainer(
+        "--problem=algorithmic_copy", "--hparams_set=transformer_tiny",
+        f"--output_dir={output_dir}", "--eval_every=5", "--log_every=5", "--eval_steps=2",
+        "--random_seed=1", "--eval_decode_examples=0", "--train_steps=100",
+        "--save_checkpoints_steps=5", "--keep_checkpoint_max=1",
+        "--eval_early_stopping_metric=accuracy", "--eval_early_stopping_metric_delta=1",
+        "--eval_early_stopping_steps=10")
+    assert result.returncode == 0, result.stderr[-3000:]
+    best = output_dir / "best" / "ckpt-5.weights.h5"
+    assert "Early stopping at step 15" in result.stdout
+    assert f"the best checkpoint is {best} (step 5" in result.stdout
+    assert [step for step, _ in checkpoints.list_checkpoints(output_dir)] == [15]
+    assert [step for step, _ in checkpoints.list_checkpoints(output_dir / "best")] == [5]
+    logged = read_scalars(output_dir / "eval")["accuracy"]
+    record = json.loads((output_dir / "best" / "best.json").read_text())
+    assert sorted(logged) == [5, 10, 15]
+    assert record["step"] == 5 and record["value"] == pytest.approx(logged[5])
