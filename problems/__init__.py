@@ -6,4 +6,5 @@ from problems import (
     translate_ende,
     translate_ende_multi30k,
     translate_enfr,
+    translate_text_files,
 )

@@ -65,6 +65,7 @@ class TextPairProblem(Problem):
 
     default_vocab_size = 32000
     vocab_split_by_script = True  # see `vocabulary.train_vocabulary`
+    character_coverage = 1.0  # see `vocabulary.train_vocabulary`
     reverse = False  # True on `_rev` variants: inputs and targets swapped when read
 
     def __init__(self, data_dir=None, data_hparams=""):
@@ -287,7 +288,8 @@ class TextPairProblem(Problem):
         sample = reservoir_sample(train_pairs, self.data_hparams.vocab_sample_pairs, _SAMPLE_SEED)
         sentences = [text for pair in sample for text in pair]
         vocabulary = train_vocabulary(sentences, self.data_hparams.vocab_size,
-                                      self.vocabulary_path, self.vocab_split_by_script)
+                                      self.vocabulary_path, self.vocab_split_by_script,
+                                      self.character_coverage)
         write_text_atomically(self._path(".spm.vocab"), "".join(
             f"{i}\t{piece}\n" for i, piece in enumerate(vocabulary.all_pieces())))
         return vocabulary

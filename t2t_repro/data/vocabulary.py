@@ -36,7 +36,8 @@ class VocabularyError(UserError, ValueError):
     """A vocabulary that cannot be trained or loaded; the message says what to change."""
 
 
-def train_vocabulary(sentences, vocab_size, model_path, split_by_script=True):
+def train_vocabulary(sentences, vocab_size, model_path, split_by_script=True,
+                     character_coverage=1.0):
     """Trains a BPE model of `vocab_size` pieces on `sentences` and writes it to `model_path`.
 
     Args:
@@ -46,6 +47,9 @@ def train_vocabulary(sentences, vocab_size, model_path, split_by_script=True):
         model_path: the `.model` file to write.
         split_by_script: keep pieces from spanning a change of Unicode script (letters and
             punctuation), sentencepiece's default. Off, a token like `(NP` can be one piece.
+        character_coverage: the share of the text's characters that get pieces of their own
+            (sentencepiece's); the rarest others are spelled as bytes. Below 1 (0.9995) suits
+            scripts with thousands of characters (Chinese, Japanese).
     Returns the loaded `SubwordVocabulary`.
     """
     minimum = _RESERVED_IDS + _BYTE_PIECES + 1
@@ -65,7 +69,7 @@ def train_vocabulary(sentences, vocab_size, model_path, split_by_script=True):
                 unk_id=UNK_ID,
                 bos_id=-1,
                 byte_fallback=True,
-                character_coverage=1.0,
+                character_coverage=character_coverage,
                 normalization_rule_name="identity",
                 remove_extra_whitespaces=False,
                 split_by_unicode_script=split_by_script,

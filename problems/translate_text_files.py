@@ -1,0 +1,117 @@
+"""Translation between any two languages from parallel text files, configured with no code.
+
+    python -m t2t_repro.datagen --problem=translate_text_files --data_dir=data \\
+        --data_hparams=train_source=corpus/train.de,train_target=corpus/train.en,\\
+eval_source=corpus/val.de,eval_target=corpus/val.en,source_language=de,target_language=en
+
+Every setting is a data hparam (`--data_hparams`), recorded with the generated data in
+`<data_dir>/translate_text_files.datagen.json`, so the trainer, decoder and exporter need only
+`--problem` and `--data_dir`. The cleaning counts go to `translate_text_files.cleaning.json`.
+"""
+
+import glob
+import json
+import os
+
+from t2t_repro.data.cleaning import CleanedPairs, CleaningRules
+from t2t_repro.data.problem import EVAL, TRAIN, ProblemDataError
+from t2t_repro.data.raw_text import ParallelReader, RawDataError
+from t2t_repro.data.translation import TranslateProblem
+from t2t_repro.registry import problems
+from t2t_repro.utils.atomic_files import write_text_atomically
+
+# The data hparams naming each split's (source, target) files.
+FILE_HPARAMS = {TRAIN: ("train_source", "train_target"), EVAL: ("eval_source", "eval_target")}
+REQUIRED_HPARAMS = (*FILE_HPARAMS[TRAIN], *FILE_HPARAMS[EVAL], "source_language",
+                    "target_language")
+
+
+def matched_files(name, pattern):
+    """The files a path or glob pattern names, sorted; none is a RawDataError."""
+    paths = sorted(glob.glob(os.path.expanduser(pattern)))
+    if not paths:
+        raise RawDataError(f"{name}={pattern} matches no file.")
+    return paths
+
+
+def paired_files(source_name, source_pattern, target_name, target_pattern):
+    """`[(source_file, target_file)]`, paired one to one in sorted order; different numbers of
+    files are a RawDataError naming both lists."""
+    sources = matched_files(source_name, source_pattern)
+    targets = matched_files(target_name, target_pattern)
+    if len(sources) != len(targets):
+        raise RawDataError(
+            f"{source_name}={source_pattern} matches {len(sources)} files "
+            f"({', '.join(sources)}) but {target_name}={target_pattern} matches {len(targets)} "
+            f"({', '.join(targets)}); source and target files are paired one to one.")
+    return list(zip(sources, targets))
+
+
+@problems.register
+class TranslateTextFiles(TranslateProblem):
+    """Any language pair from parallel text files (UTF-8, one sentence a line, aligned line by
+    line) named by paths or glob patterns in --data_hparams; one shared vocabulary. Cleaning
+    rules (`data.cleaning`) apply to the training pairs; the eval split drops only empty sides."""
+
+    def __init__(self, data_dir=None, data_hparams=""):
+        super().__init__(data_dir, data_hparams)
+        if not self.data_hparams.shared_vocabulary:
+            raise ProblemDataError(
+                f"{self.name}: shared_vocabulary=false (one vocabulary per language) is not "
+                f"supported yet; leave it out for one vocabulary over both languages.")
+        self._cleaning = {}
+
+    def default_data_hparams(self):
+        hparams = super().default_data_hparams()
+        for name in REQUIRED_HPARAMS:
+            hparams.add_hparam(name, "")
+        hparams.add_hparam("shared_vocabulary", True)
+        hparams.add_hparam("character_coverage", 1.0)
+        hparams.add_hparam("max_length", 200)
+        hparams.add_hparam("max_length_ratio", 0.0)
+        hparams.add_hparam("deduplicate", False)
+        return hparams
+
+    @property
+    def input_language(self):
+        return self.data_hparams.source_language
+
+    @property
+    def target_language(self):
+        return self.data_hparams.target_language
+
+    @property
+    def character_coverage(self):
+        return self.data_hparams.character_coverage
+
+    @property
+    def cleaning_path(self):
+        return self._path(".cleaning.json")
+
+    def raw_pairs(self, mode, tmp_dir, download):
+        """The mode's files, read in place (`tmp_dir` and `download` do not apply)."""
+        missing = [name for name in REQUIRED_HPARAMS if not getattr(self.data_hparams, name)]
+        if missing:
+            raise ProblemDataError(
+                f"{self.name} needs {', '.join(missing)} in --data_hparams, e.g. "
+                f"--data_hparams=train_source=train.de,train_target=train.en,...,"
+                f"source_language=de,target_language=en.")
+        source, target = FILE_HPARAMS[mode]
+        files = paired_files(source, getattr(self.data_hparams, source),
+                             target, getattr(self.data_hparams, target))
+        return CleanedPairs([ParallelReader(*pair) for pair in files], self.cleaning_rules(mode))
+
+    def cleaning_rules(self, mode):
+        """The data hparams' rules for training; none but `empty` for eval, whose pairs are
+        what the model is measured on."""
+        if mode != TRAIN:
+            return CleaningRules()
+        hparams = self.data_hparams
+        return CleaningRules(hparams.max_length, hparams.max_length_ratio, hparams.deduplicate)
+
+    def _write_split(self, mode, pairs, vocabulary, num_shards, shuffle):
+        """The split, and its cleaning counts added to `cleaning.json` and the metadata."""
+        split = super()._write_split(mode, pairs, vocabulary, num_shards, shuffle)
+        split["cleaning"] = self._cleaning[mode] = pairs.counts()
+        write_text_atomically(self.cleaning_path, json.dumps(self._cleaning, indent=1))
+        return split
