@@ -1,0 +1,228 @@
+"""translate_text_files: a language pair from files named in --data_hparams, with no code.
+
+Multi30k German->English (a direction no built-in problem has) from files under names of our
+own, through datagen, training, decoding, BLEU and export; cleaning counts on planted bad lines
+against counts worked out here in plain Python; mismatched files as one-line errors.
+"""
+
+import json
+import pathlib
+
+import pytest
+from conftest import run_module
+from sentencepiece import sentencepiece_model_pb2
+
+from serving.test_exporter import run_export
+
+SPLIT_LINES = 300  # per training file; two files
+EVAL_LINES, TEST_LINES = 50, 16
+SMALL = "vocab_size=500,num_train_shards=2"
+DECODE_HPARAMS = "--decode_hparams=beam_size=2,alpha=0.6,extra_length=5"
+
+
+def write_lines(path, lines):
+    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    return path
+
+
+def read_lines(path):
+    return pathlib.Path(path).read_text(encoding="utf-8").splitlines()
+
+
+def data_hparams(folder, *extra, train="part-*"):
+    """--data_hparams for German->English from `folder`'s files, plus `extra` items."""
+    files = (f"train_source={folder}/{train}.de,train_target={folder}/{train}.en,"
+             f"eval_source={folder}/dev.de,eval_target={folder}/dev.en")
+    return ",".join([files, "source_language=de,target_language=en", SMALL, *extra])
+
+
+def datagen(data_dir, hparams):
+    return run_module("t2t_repro.datagen", "--problem=translate_text_files",
+                      f"--data_dir={data_dir}", f"--data_hparams={hparams}")
+
+
+def one_line_error(result):
+    """The message of a command that failed with a user error, checked to be one line."""
+    assert result.returncode == 1
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith("error: ")
+    return line
+
+
+@pytest.fixture(scope="module")
+def multi30k(shared_data_dir):
+    folder = shared_data_dir / "multi30k_ende"
+    return {name: read_lines(folder / name) for name in (
+        "train.de", "train.en", "val.de", "val.en", "test_2016_flickr.de",
+        "test_2016_flickr.en")}
+
+
+@pytest.fixture(scope="module")
+def corpus(multi30k, tmp_path_factory):
+    """Multi30k as part-1/part-2 (training), dev (eval) and test files in a folder."""
+    folder = tmp_path_factory.mktemp("corpus")
+    for side in ("de", "en"):
+        train = multi30k[f"train.{side}"]
+        write_lines(folder / f"part-1.{side}", train[:SPLIT_LINES])
+        write_lines(folder / f"part-2.{side}", train[SPLIT_LINES:2 * SPLIT_LINES])
+        write_lines(folder / f"dev.{side}", multi30k[f"val.{side}"][:EVAL_LINES])
+        write_lines(folder / f"test.{side}", multi30k[f"test_2016_flickr.{side}"][:TEST_LINES])
+    return folder
+
+
+# --- German->English end to end ---------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def deen_run(corpus, tmp_path_factory):
+    """Data generated from `corpus`, then transformer_tiny trained 30 steps on it."""
+    root = tmp_path_factory.mktemp("deen")
+    generated = datagen(root / "data", data_hparams(corpus))
+    assert generated.returncode == 0, generated.stderr
+    trained = run_module(
+        "t2t_repro.trainer", "--problem=translate_text_files", f"--data_dir={root / 'data'}",
+        f"--output_dir={root / 'run'}", "--hparams_set=transformer_tiny",
+        "--hparams=batch_size=1024,max_length=64", "--train_steps=30", "--schedule=train",
+        "--random_seed=1")
+    assert trained.returncode == 0, trained.stderr
+    return {"data": root / "data", "run": root / "run", "datagen": generated.stdout}
+
+
+def test_datagen_reads_every_file_the_patterns_match(deen_run):
+    metadata = json.loads((deen_run["data"] / "translate_text_files.datagen.json").read_text())
+    assert metadata["splits"]["train"]["examples"] == 2 * SPLIT_LINES
+    assert metadata["splits"]["eval"]["examples"] == EVAL_LINES
+    assert metadata["data_hparams"]["source_language"] == "de"
+    assert metadata["data_hparams"]["target_language"] == "en"
+    assert "part-1.de" in deen_run["datagen"] and "part-2.de" in deen_run["datagen"]
+
+
+def test_decoding_scores_with_the_english_tokenized_bleu(deen_run, corpus, tmp_path):
+    """The decoder (given only the run) and the BLEU command agree; the tokenized BLEU is
+    Moses' English tokenizer without the German compound split."""
+    decoded = run_module("t2t_repro.decoder", f"--output_dir={deen_run['run']}", DECODE_HPARAMS,
+                         f"--decode_from_file={corpus / 'test.de'}",
+                         f"--decode_to_file={tmp_path / 'test.out.en'}",
+                         f"--decode_reference={corpus / 'test.en'}")
+    assert decoded.returncode == 0, decoded.stderr
+    assert len(read_lines(tmp_path / "test.out.en")) == TEST_LINES
+    scored = run_module("t2t_repro.bleu", f"--translation={tmp_path / 'test.out.en'}",
+                        f"--reference={corpus / 'test.en'}", "--language=en")
+    assert scored.returncode == 0, scored.stderr
+    report = scored.stdout.splitlines()
+    assert "Moses tokenizer.perl -l en, multi-bleu.perl" in report[1]
+    assert all(line in decoded.stdout + decoded.stderr for line in report)
+
+
+def test_the_export_answers_as_the_decoder(deen_run, corpus):
+    """The SavedModel, in a fresh TensorFlow-only process, gives the decoder's outputs."""
+    exported = run_module("t2t_repro.exporter", f"--output_dir={deen_run['run']}", DECODE_HPARAMS)
+    assert exported.returncode == 0, exported.stderr
+    decoded = run_module("t2t_repro.decoder", f"--output_dir={deen_run['run']}", DECODE_HPARAMS,
+                         f"--decode_from_file={corpus / 'test.de'}")
+    assert decoded.returncode == 0, decoded.stderr
+    answers = run_export(deen_run["run"] / "export" / "30", read_lines(corpus / "test.de"))
+    assert answers["signatures"]["serving_default"]["outputs"] == decoded.stdout.splitlines()
+    assert answers["project_modules"] == []
+
+
+# --- Cleaning --------------------------------------------------------------------------------
+
+
+MAX_LENGTH, MAX_RATIO = 20, 2.5
+
+
+def planted_corpus(folder, multi30k):
+    """Two training files of real pairs with bad ones planted (empty sides, over-long, far
+    apart in length, duplicates), and a dev set with an empty and an over-long pair."""
+    german, english = multi30k["train.de"][:200], multi30k["train.en"][:200]
+    long_german = " ".join(german[:4])
+    planted = [("", english[0]), (german[1], "  "), (long_german, english[2]),
+               (german[3], " ".join(english[3:7])), ("Hund .", "A dog runs across the green grass ."),
+               (german[7], english[7]), (german[8], english[8]), (german[7], english[7])]
+    pairs = list(zip(german, english)) + planted
+    halves = {"part-1": pairs[::2], "part-2": pairs[1::2]}
+    for name, half in halves.items():
+        write_lines(folder / f"{name}.de", [source for source, _ in half])
+        write_lines(folder / f"{name}.en", [target for _, target in half])
+    dev = list(zip(multi30k["val.de"][:20], multi30k["val.en"][:20])) + [
+        ("", "A dog."), (long_german, english[2])]
+    write_lines(folder / "dev.de", [source for source, _ in dev])
+    write_lines(folder / "dev.en", [target for _, target in dev])
+    return halves["part-1"] + halves["part-2"], dev
+
+
+def counts_worked_out(pairs, max_length, max_ratio, deduplicate):
+    """Per-rule counts of `pairs`, each counted under the first rule it breaks."""
+    counts = dict.fromkeys(["empty", "max_length", "max_length_ratio", "duplicate"], 0)
+    kept = []
+    for source, target in pairs:
+        words = sorted([len(source.split()), len(target.split())])
+        if words[0] == 0:
+            counts["empty"] += 1
+        elif max_length and words[1] > max_length:
+            counts["max_length"] += 1
+        elif max_ratio and words[1] / words[0] > max_ratio:
+            counts["max_length_ratio"] += 1
+        elif deduplicate and (source, target) in kept:
+            counts["duplicate"] += 1
+        else:
+            kept.append((source, target))
+    return {"lines": len(pairs), **counts, "kept": len(kept)}
+
+
+def test_cleaning_counts_equal_counts_worked_out_from_the_files(multi30k, tmp_path):
+    train, dev = planted_corpus(tmp_path, multi30k)
+    hparams = data_hparams(tmp_path, f"max_length={MAX_LENGTH}", f"max_length_ratio={MAX_RATIO}",
+                           "deduplicate=true", "character_coverage=0.9995")
+    result = datagen(tmp_path / "data", hparams)
+    assert result.returncode == 0, result.stderr
+    expected_train = counts_worked_out(train, MAX_LENGTH, MAX_RATIO, deduplicate=True)
+    assert all(expected_train[rule] for rule in expected_train)  # every rule drops something
+    written = json.loads((tmp_path / "data" / "translate_text_files.cleaning.json").read_text())
+    assert written == {"train": expected_train,
+                       "eval": counts_worked_out(dev, 0, 0, deduplicate=False)}
+    rules = ", ".join(f"{expected_train[rule]} {rule}" for rule in (
+        "empty", "max_length", "max_length_ratio", "duplicate"))
+    assert f"dropped {rules}; {expected_train['kept']} kept" in result.stdout
+    metadata = json.loads((tmp_path / "data" / "translate_text_files.datagen.json").read_text())
+    assert metadata["splits"]["train"]["examples"] == expected_train["kept"]
+
+
+def test_character_coverage_reaches_sentencepiece(multi30k, tmp_path):
+    planted_corpus(tmp_path, multi30k)
+    result = datagen(tmp_path / "data", data_hparams(tmp_path, "character_coverage=0.9995"))
+    assert result.returncode == 0, result.stderr
+    model = sentencepiece_model_pb2.ModelProto.FromString(
+        (tmp_path / "data" / "translate_text_files.spm.model").read_bytes())
+    assert model.trainer_spec.character_coverage == pytest.approx(0.9995)
+
+
+# --- Errors ----------------------------------------------------------------------------------
+
+
+def test_different_numbers_of_files_are_an_error_naming_them(corpus, tmp_path):
+    hparams = data_hparams(corpus).replace(f"{corpus}/part-*.en", f"{corpus}/part-1.en")
+    line = one_line_error(datagen(tmp_path / "data", hparams))
+    assert (f"train_source={corpus}/part-*.de matches 2 files ({corpus}/part-1.de, "
+            f"{corpus}/part-2.de) but train_target={corpus}/part-1.en matches 1 "
+            f"({corpus}/part-1.en)") in line
+
+
+def test_different_numbers_of_lines_are_an_error_naming_them(corpus, tmp_path):
+    write_lines(tmp_path / "short.de", read_lines(corpus / "part-1.de")[:10])
+    write_lines(tmp_path / "short.en", read_lines(corpus / "part-1.en")[:9])
+    hparams = data_hparams(corpus, train="short").replace(f"{corpus}/short", f"{tmp_path}/short")
+    line = one_line_error(datagen(tmp_path / "data", hparams))
+    assert f"{tmp_path}/short.de has 10 lines but {tmp_path}/short.en has 9 lines" in line
+
+
+def test_separate_vocabularies_are_not_supported_yet(corpus, tmp_path):
+    line = one_line_error(datagen(tmp_path / "data", data_hparams(corpus,
+                                                                  "shared_vocabulary=false")))
+    assert "shared_vocabulary=false" in line and "not supported yet" in line
+
+
+def test_a_missing_file_hparam_is_an_error_naming_it(tmp_path):
+    line = one_line_error(datagen(tmp_path / "data", "source_language=de,target_language=en"))
+    assert "train_source, train_target, eval_source, eval_target" in line
