@@ -82,7 +82,7 @@ def deen_run(corpus, tmp_path_factory):
     trained = run_module(
         "t2t_repro.trainer", "--problem=translate_text_files", f"--data_dir={root / 'data'}",
         f"--output_dir={root / 'run'}", "--hparams_set=transformer_tiny",
-        "--hparams=batch_size=1024,max_length=64", "--train_steps=30", "--schedule=train",
+        "--hparams=batch_size=1024,max_length=128", "--train_steps=30", "--schedule=train",
         "--random_seed=1")
     assert trained.returncode == 0, trained.stderr
     return {"data": root / "data", "run": root / "run", "datagen": generated.stdout}
