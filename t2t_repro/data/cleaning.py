@@ -46,7 +46,7 @@ class CleaningRules:
 def _pair_digest(source, target):
     """A short, stable digest of a pair: holds millions of pairs in memory where the text
     would not fit."""
-    text = f"{source}\n{target}".encode("utf-8")
+    text = f"{source}\n{target}".encode()
     return hashlib.blake2b(text, digest_size=12).digest()
 
 

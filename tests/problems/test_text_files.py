@@ -11,7 +11,6 @@ import pathlib
 import pytest
 from conftest import run_module
 from sentencepiece import sentencepiece_model_pb2
-
 from serving.test_exporter import run_export
 
 SPLIT_LINES = 300  # per training file; two files
@@ -138,7 +137,8 @@ def planted_corpus(folder, multi30k):
     german, english = multi30k["train.de"][:200], multi30k["train.en"][:200]
     long_german = " ".join(german[:4])
     planted = [("", english[0]), (german[1], "  "), (long_german, english[2]),
-               (german[3], " ".join(english[3:7])), ("Hund .", "A dog runs across the green grass ."),
+               (german[3], " ".join(english[3:7])),
+               ("Hund .", "A dog runs across the green grass ."),
                (german[7], english[7]), (german[8], english[8]), (german[7], english[7])]
     pairs = list(zip(german, english)) + planted
     halves = {"part-1": pairs[::2], "part-2": pairs[1::2]}
