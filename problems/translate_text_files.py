@@ -62,6 +62,8 @@ class TranslateTextFiles(TranslateProblem):
         self._cleaning = {}
 
     def default_data_hparams(self):
+        """Every problem's, plus the files, languages, vocabulary options and cleaning rules
+        (docs/training.md, "Your own corpus"); empty strings are required values."""
         hparams = super().default_data_hparams()
         for name in REQUIRED_HPARAMS:
             hparams.add_hparam(name, "")
