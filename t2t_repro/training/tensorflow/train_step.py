@@ -77,9 +77,8 @@ class TensorFlowTrainStep:
         self._count = tf.function(self._count_global_tokens, reduce_retracing=True)
         self._accumulate = tf.function(self._distributed_accumulate, reduce_retracing=True)
         self._apply = tf.function(self._distributed_apply, reduce_retracing=True)
-        # On one replica a batch spec with unknown lengths traces the update once for every
-        # bucket shape; per-replica specs gain nothing from it (they trace again regardless).
-        self._trace_ahead = replicas == 1
+        # A batch spec with unknown lengths traces the update once for every bucket shape.
+        self._trace_ahead = True
 
     def __call__(self, iterator):
         micro_batches = [next(iterator) for _ in range(self.accumulation_steps)]
@@ -94,9 +93,10 @@ class TensorFlowTrainStep:
         return UpdateStats.from_sums(sums, finite.numpy())
 
     def _trace_for_every_batch_shape(self, batch_spec, global_tokens):
-        """Traces the update once for the iterator's batch spec, whose lengths and row counts
-        are unknown (None), so that batches of other bucket shapes reuse it instead of tracing
-        it again for the first new shape."""
+        """Traces the update once for the iterator's batch spec (per replica under a
+        distribution strategy), whose lengths and row counts are unknown (None), so that
+        batches of other bucket shapes reuse it instead of tracing it again for the first new
+        shape."""
         tokens_spec = tf.TensorSpec.from_tensor(global_tokens)
         self._apply.get_concrete_function(batch_spec, tokens_spec)
         if self.accumulation_steps > 1:
