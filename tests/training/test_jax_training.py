@@ -145,19 +145,26 @@ def jax_trainer(*flags, compilation_cache=None):
                           capture_output=True, text=True, env=environment, timeout=300)
 
 
-def test_the_trainer_trains_and_resumes_under_jax_without_tensorflow(tmp_path):
+@pytest.fixture(scope="module")
+def compilation_cache(tmp_path_factory):
+    """One JAX compilation cache for the module's trainer runs: transformer_tiny on the
+    algorithmic problems compiles the same step shapes in each."""
+    return tmp_path_factory.mktemp("jax_compilation_cache")
+
+
+def test_the_trainer_trains_and_resumes_under_jax_without_tensorflow(tmp_path,
+                                                                     compilation_cache):
     from conftest import attention_image_steps, read_scalars
 
     output_dir = tmp_path / "run"
     common = ["--problem=algorithmic_reverse", "--hparams_set=transformer_tiny",
               f"--output_dir={output_dir}", "--eval_every=10", "--log_every=10",
               "--random_seed=1", "--eval_decode_examples=0"]
-    cache = tmp_path / "compiled"
-    first = jax_trainer(*common, "--train_steps=20", compilation_cache=cache)
+    first = jax_trainer(*common, "--train_steps=20", compilation_cache=compilation_cache)
     assert first.returncode == 0, first.stderr[-3000:]
     assert [step for step, _ in checkpoints.list_checkpoints(output_dir)] == [20]
     resumed = jax_trainer(*common, "--train_steps=30", "--eval_decode_examples=8",
-                          compilation_cache=cache)
+                          compilation_cache=compilation_cache)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert "at step 20" in resumed.stdout
     assert [step for step, _ in checkpoints.list_checkpoints(output_dir)] == [20, 30]
@@ -186,7 +193,8 @@ def test_the_jax_trainer_refuses_multi_worker_and_float16_clearly(tmp_path):
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
 
 
-def test_early_stopping_under_jax_keeps_the_best_checkpoint_as_under_tensorflow(tmp_path):
+def test_early_stopping_under_jax_keeps_the_best_checkpoint_as_under_tensorflow(
+        tmp_path, compilation_cache):
     """The base class's best checkpoint and early stopping, on JAX: token accuracy never
     gains 1, so step 5 stays the best and the run stops at step 15, pruning leaving best/."""
     import json
@@ -200,7 +208,7 @@ def test_early_stopping_under_jax_keeps_the_best_checkpoint_as_under_tensorflow(
         "--random_seed=1", "--eval_decode_examples=0", "--train_steps=100",
         "--save_checkpoints_steps=5", "--keep_checkpoint_max=1",
         "--eval_early_stopping_metric=accuracy", "--eval_early_stopping_metric_delta=1",
-        "--eval_early_stopping_steps=10")
+        "--eval_early_stopping_steps=10", compilation_cache=compilation_cache)
     assert result.returncode == 0, result.stderr[-3000:]
     best = output_dir / "best" / "ckpt-5.weights.h5"
     assert "Early stopping at step 15" in result.stdout
