@@ -18,7 +18,8 @@ from t2t_repro.data.problem import EVAL, TRAIN, ProblemDataError
 from t2t_repro.data.raw_text import ParallelReader, RawDataError
 from t2t_repro.data.translation import TranslateProblem
 from t2t_repro.registry import problems
-from t2t_repro.utils.atomic_files import write_text_atomically
+from t2t_repro.data.vocabulary import SubwordVocabulary
+from t2t_repro.utils.atomic_files import atomic_path, write_text_atomically
 
 # The data hparams naming each split's (source, target) files.
 FILE_HPARAMS = {TRAIN: ("train_source", "train_target"), EVAL: ("eval_source", "eval_target")}
@@ -68,6 +69,7 @@ class TranslateTextFiles(TranslateProblem):
         for name in REQUIRED_HPARAMS:
             hparams.add_hparam(name, "")
         hparams.add_hparam("shared_vocabulary", True)
+        hparams.add_hparam("vocabulary", "")
         hparams.add_hparam("character_coverage", 1.0)
         hparams.add_hparam("max_length", 200)
         hparams.add_hparam("max_length_ratio", 0.0)
@@ -110,6 +112,21 @@ class TranslateTextFiles(TranslateProblem):
             return CleaningRules()
         hparams = self.data_hparams
         return CleaningRules(hparams.max_length, hparams.max_length_ratio, hparams.deduplicate)
+
+    def _new_vocabulary(self, train_pairs):
+        """The SentencePiece model data hparam `vocabulary` names, copied into the data folder
+        (to encode a new corpus as a run to fine-tune was encoded); else one trained here."""
+        given = self.data_hparams.vocabulary
+        if not given:
+            return super()._new_vocabulary(train_pairs)
+        try:
+            given_vocabulary = SubwordVocabulary(os.path.expanduser(given))
+        except (OSError, RuntimeError) as error:
+            raise RawDataError(f"vocabulary={given} is not a SentencePiece model this can read "
+                               f"({error}); name a run's <data_dir>/{self.data_name}.spm.model.")
+        with atomic_path(self.vocabulary_path) as temporary, open(temporary, "wb") as copy:
+            copy.write(given_vocabulary.model_proto)
+        return SubwordVocabulary(self.vocabulary_path)
 
     def _write_split(self, mode, pairs, vocabulary, num_shards, shuffle):
         """The split, and its cleaning counts added to `cleaning.json` and the metadata."""

@@ -78,6 +78,12 @@ flags.DEFINE_float("eval_early_stopping_metric_delta", 0.0,
 flags.DEFINE_integer("eval_early_stopping_steps", 0,
                      "End training once this many steps have passed without an improvement "
                      "(checked at each evaluation); 0: never.", lower_bound=0)
+flags.DEFINE_string("warm_start_from", None,
+                    "Fine-tune: start from this run's weights (its newest checkpoint), or a "
+                    "checkpoint file or a folder holding one (<run>/best, averaged), with a fresh "
+                    "optimizer at step 0. Only training hparams may differ from that run's, and "
+                    "the vocabulary must be the same. A run with checkpoints of its own resumes "
+                    "from them instead.")
 flags.DEFINE_integer("save_checkpoints_secs", None,
                      "tensor2tensor's name: --save_checkpoints_minutes in seconds.")
 flags.DEFINE_integer("local_eval_frequency", None, "tensor2tensor's name for --eval_every.")
@@ -169,6 +175,31 @@ def best_criterion(problem):
     return criterion
 
 
+def warm_start_checkpoint(problem, hparams):
+    """The checkpoint --warm_start_from names, checked against this run's hparams and
+    vocabulary (None without the flag)."""
+    if not FLAGS.warm_start_from:
+        return None
+    from t2t_repro import registry
+    from t2t_repro.cli.run_flags import recorded_flags
+    from t2t_repro.training import warm_start
+
+    checkpoint = warm_start.source_checkpoint(FLAGS.warm_start_from)
+    warm_start.check_hparams(checkpoint, hparams)
+    source_dir = warm_start.source_run_dir(checkpoint)
+    source = recorded_flags(source_dir)
+    if source.get("problem") not in registry.problems:
+        raise ConfigurationError(
+            f"--warm_start_from={FLAGS.warm_start_from}: {source_dir}/{FLAGS_FILENAME} names no "
+            f"problem registered here, so its vocabulary cannot be checked; give the "
+            f"--t2t_usr_dir that registers it.")
+    source_problem = registry.problems[source["problem"]](
+        data_dir=source.get("data_dir"), data_hparams=source.get("data_hparams", ""))
+    warm_start.check_vocabularies(getattr(source_problem, "vocabulary_path", None),
+                                  getattr(problem, "vocabulary_path", None))
+    return checkpoint
+
+
 def check_flag_values():
     """Flag values that make no sense are errors before anything is read or written."""
     from t2t_repro.training import checkpoints
@@ -211,6 +242,7 @@ def train_or_evaluate(claim_output_dir):
         problem.generate_data(FLAGS.tmp_dir, download=FLAGS.download)
     problem.check_data()  # before anything is written to --output_dir
     criterion = best_criterion(problem)
+    warm_start_from = warm_start_checkpoint(problem, hparams)
     run = create_training_run(
         problem,
         hparams,
@@ -229,6 +261,7 @@ def train_or_evaluate(claim_output_dir):
         peak_tflops=FLAGS.peak_tflops,
         claim_output_dir=claim_output_dir,
         best_criterion=criterion,
+        warm_start_from=warm_start_from,
     )
     if run.is_chief:  # once the model is built: bad hparams leave nothing behind
         save_run_config(hparams, FLAGS.output_dir)

@@ -64,6 +64,7 @@ BACKEND_AGNOSTIC = {
     "t2t_repro.training.strategy_names",
     "t2t_repro.training.summaries",
     "t2t_repro.training.update_stats",
+    "t2t_repro.training.warm_start",
     "t2t_repro.visualization",
     "t2t_repro.visualization.attention",
     "problems.algorithmic",

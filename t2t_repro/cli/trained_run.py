@@ -9,6 +9,7 @@ from absl import flags
 
 from t2t_repro.cli import checkpoint_flag, model_flags, problem_flags  # noqa: F401 (flags)
 from t2t_repro.cli import usr_dir
+from t2t_repro.cli.run_flags import recorded_flags
 from t2t_repro.errors import ConfigurationError
 from t2t_repro.names import FLAGS_FILENAME
 
@@ -60,16 +61,6 @@ def load_model(problem, hparams):
 
 # What a trained run's flags.txt supplies when not given; the hparams come from its hparams.json.
 RUN_FLAGS = ("problem", "data_dir", "t2t_usr_dir")
-
-
-def recorded_flags(output_dir):
-    """{name: value text} of the `--name=value` lines in `output_dir`/flags.txt ({} if none)."""
-    path = os.path.join(output_dir, FLAGS_FILENAME)
-    if not os.path.exists(path):
-        return {}
-    with open(path, encoding="utf-8") as f:
-        pairs = (line.strip()[2:].split("=", 1) for line in f if line.startswith("--"))
-        return {pair[0]: pair[1] for pair in pairs if len(pair) == 2}
 
 
 def same_value(name, given, recorded):

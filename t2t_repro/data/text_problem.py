@@ -285,14 +285,17 @@ class TextPairProblem(Problem):
 
     def _generate_vocabulary(self, train_pairs):
         os.makedirs(self.data_dir, exist_ok=True)
-        sample = reservoir_sample(train_pairs, self.data_hparams.vocab_sample_pairs, _SAMPLE_SEED)
-        sentences = [text for pair in sample for text in pair]
-        vocabulary = train_vocabulary(sentences, self.data_hparams.vocab_size,
-                                      self.vocabulary_path, self.vocab_split_by_script,
-                                      self.character_coverage)
+        vocabulary = self._new_vocabulary(train_pairs)
         write_text_atomically(self._path(".spm.vocab"), "".join(
             f"{i}\t{piece}\n" for i, piece in enumerate(vocabulary.all_pieces())))
         return vocabulary
+
+    def _new_vocabulary(self, train_pairs):
+        """A BPE model trained on a sample of the training pairs, written to vocabulary_path."""
+        sample = reservoir_sample(train_pairs, self.data_hparams.vocab_sample_pairs, _SAMPLE_SEED)
+        sentences = [text for pair in sample for text in pair]
+        return train_vocabulary(sentences, self.data_hparams.vocab_size, self.vocabulary_path,
+                                self.vocab_split_by_script, self.character_coverage)
 
     def _write_split(self, mode, pairs, vocabulary, num_shards, shuffle):
         """Encodes `pairs` into the mode's shards; returns the split's metadata."""

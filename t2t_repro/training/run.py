@@ -9,7 +9,8 @@ from t2t_repro.data.problem import EVAL, TRAIN
 from t2t_repro.hparams import HParamsError
 from t2t_repro.models.flops import training_flops
 from t2t_repro.models.transformer import DTYPE_POLICIES
-from t2t_repro.training import attention_images, best_checkpoint, checkpoints, summaries
+from t2t_repro.training import (attention_images, best_checkpoint, checkpoints, summaries,
+                                warm_start)
 from t2t_repro.training.losses import LabelSmoothedCrossEntropy, training_metrics
 from t2t_repro.training.optimizer import create_optimizer
 from t2t_repro.errors import UserError
@@ -90,6 +91,9 @@ class TrainingRunBase:
         best_criterion: optional `best_checkpoint.Criterion`: every evaluation during
             training is ranked by it, the best checkpoint kept in `<output_dir>/best/`, and
             training ends early as it says.
+        warm_start_from: optional checkpoint whose weights a run with no checkpoint of its own
+            starts from, with a fresh optimizer at step 0 (fine-tuning; `warm_start` checks
+            it fits first). A run that has checkpoints resumes from them instead.
 
     Subclasses implement `_train_batches(step)` (an iterator of batches for the train step,
     resuming after `step` updates where the pipeline can) and `_eval_scalars()` (the
@@ -100,7 +104,7 @@ class TrainingRunBase:
                  save_checkpoints_steps=1000, save_checkpoints_minutes=10.0,
                  keep_checkpoint_max=20, eval_every=1000, eval_steps=0, log_every=100,
                  decode_evaluation=None, peak_tflops=None, claim_output_dir=None,
-                 best_criterion=None, print_fn=print):
+                 best_criterion=None, warm_start_from=None, print_fn=print):
         self.problem = problem
         self.hparams = hparams
         self.output_dir = output_dir
@@ -115,6 +119,7 @@ class TrainingRunBase:
         self.decode_evaluation = decode_evaluation
         self.peak_tflops = peak_tflops
         self.print_fn = print_fn
+        self.warm_start_from = warm_start_from
         if is_chief and claim_output_dir is not None:
             claim_output_dir()  # before the manager removes the partial files it finds
         self.checkpoints = checkpoints.CheckpointManager(
@@ -142,11 +147,16 @@ class TrainingRunBase:
         return self._writers[mode]
 
     def restore(self):
-        """Loads the latest checkpoint, if any; returns the step it resumes from."""
+        """Loads the latest checkpoint, if any, else the warm start's weights; returns the
+        step it resumes from."""
         step = self.checkpoints.restore()
         if step:
             self.print_fn(f"Resumed from {checkpoints.latest_checkpoint(self.output_dir)} "
                           f"at step {step}.")
+        elif self.warm_start_from:
+            warm_start.load_weights_with_fresh_optimizer(self.model, self.warm_start_from)
+            self.print_fn(f"Warm-started from {self.warm_start_from}: its weights, a fresh "
+                          f"optimizer, step 0.")
         return step
 
     def train(self, train_steps, evaluate_every_segment=True):

@@ -16,7 +16,8 @@ def create_training_run(problem, hparams, output_dir, strategy_name="auto", jit_
         jit_compile: compile the TensorFlow train step with XLA (under JAX it always is).
         seed: seeds weights, dropout and data order (`backend.set_random_seed`); None: unseeded.
         settings: the run's other arguments (model_name, checkpoint and evaluation settings,
-            decode_evaluation, peak_tflops, claim_output_dir; see `run.TrainingRunBase`).
+            decode_evaluation, peak_tflops, claim_output_dir, best_criterion, warm_start_from;
+            see `run.TrainingRunBase`).
     """
     if seed is not None:
         backend.set_random_seed(seed)

@@ -125,6 +125,46 @@ def test_the_export_answers_as_the_decoder(deen_run, corpus):
     assert answers["project_modules"] == []
 
 
+# --- Fine-tuning on another corpus ------------------------------------------------------------
+
+
+def fine_tune(deen_run, data_dir, output_dir):
+    return run_module(
+        "t2t_repro.trainer", "--problem=translate_text_files", f"--data_dir={data_dir}",
+        f"--output_dir={output_dir}", "--hparams_set=transformer_tiny",
+        "--hparams=batch_size=1024,max_length=128,learning_rate_constant=0.5",
+        "--train_steps=2", "--schedule=train", f"--warm_start_from={deen_run['run']}")
+
+
+def test_fine_tuning_on_another_corpus_encoded_with_the_runs_vocabulary(deen_run, corpus,
+                                                                       tmp_path):
+    vocabulary = deen_run["data"] / "translate_text_files.spm.model"
+    generated = datagen(tmp_path / "data", data_hparams(corpus, f"vocabulary={vocabulary}",
+                                                        train="part-2"))
+    assert generated.returncode == 0, generated.stderr
+    assert (tmp_path / "data" / "translate_text_files.spm.model").read_bytes() == \
+        vocabulary.read_bytes()
+    tuned = fine_tune(deen_run, tmp_path / "data", tmp_path / "run")
+    assert tuned.returncode == 0, tuned.stderr
+    assert f"Warm-started from {deen_run['run'] / 'ckpt-30.weights.h5'}" in tuned.stdout
+    assert (tmp_path / "run" / "ckpt-2.weights.h5").is_file()
+
+
+def test_another_vocabulary_is_an_error_naming_both_files(deen_run, corpus, tmp_path):
+    generated = datagen(tmp_path / "data", data_hparams(corpus, train="part-2"))
+    assert generated.returncode == 0, generated.stderr
+    line = one_line_error(fine_tune(deen_run, tmp_path / "data", tmp_path / "run"))
+    assert str(tmp_path / "data" / "translate_text_files.spm.model") in line
+    assert str(deen_run["data"] / "translate_text_files.spm.model") in line
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_vocabulary_that_is_no_sentencepiece_model_is_an_error_naming_it(corpus, tmp_path):
+    not_a_model = write_lines(tmp_path / "vocab.txt", ["a", "b"])
+    result = datagen(tmp_path / "data", data_hparams(corpus, f"vocabulary={not_a_model}"))
+    assert f"vocabulary={not_a_model} is not a SentencePiece model" in one_line_error(result)
+
+
 # --- Cleaning --------------------------------------------------------------------------------
 
 

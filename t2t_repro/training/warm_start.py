@@ -1,0 +1,98 @@
+"""Fine-tuning: a new run that starts from another run's weights (tensor2tensor's
+--warm_start_from), with a fresh optimizer and step 0.
+
+What may differ from the source run is what only training reads (dropout, the learning rate
+and its schedule, the optimizer's constants, batch size, label smoothing, steps, precision);
+anything else would change a weight's shape or what the weights compute, and so would a
+different vocabulary. Both are errors found before the new run writes anything.
+"""
+
+import filecmp
+import os
+
+import keras
+
+from t2t_repro import hparams as hparams_lib
+from t2t_repro.errors import UserError
+from t2t_repro.training import checkpoints
+
+# The hparams a fine-tuning run may set differently from the run it starts from.
+TRAINING_ONLY_HPARAMS = frozenset({
+    "layer_prepostprocess_dropout", "attention_dropout", "relu_dropout", "label_smoothing",
+    "learning_rate_schedule", "learning_rate_constant", "learning_rate_warmup_steps",
+    "optimizer_adam_beta1", "optimizer_adam_beta2", "optimizer_adam_epsilon", "clip_grad_norm",
+    "dtype_policy", "batch_size", "gradient_accumulation_steps", "train_steps",
+})
+
+
+class WarmStartError(UserError):
+    """The run to start from cannot give this run its weights."""
+
+
+def source_checkpoint(path):
+    """The checkpoint file --warm_start_from names: a file, or the newest checkpoint in a
+    folder (a run, its `best/`, avg_checkpoints' output)."""
+    if not os.path.exists(path):
+        raise WarmStartError(f"--warm_start_from={path} does not exist; name a trained run's "
+                             f"folder or one of its checkpoints.")
+    return checkpoints.named_checkpoint(path)
+
+
+def source_run_dir(checkpoint):
+    """The run folder the checkpoint belongs to: the one holding `hparams.json`, beside the
+    checkpoint or above it (a checkpoint in `best/`)."""
+    folder = os.path.dirname(os.path.abspath(checkpoint))
+    for candidate in (folder, os.path.dirname(folder)):
+        if os.path.exists(os.path.join(candidate, hparams_lib.HPARAMS_FILENAME)):
+            return candidate
+    raise WarmStartError(f"no {hparams_lib.HPARAMS_FILENAME} beside {checkpoint} or in the "
+                         f"folder above it, so what it was trained with is unknown; name a "
+                         f"checkpoint of a run the trainer wrote.")
+
+
+def fixed_hparams(hparams):
+    """Names of the hparams that may not differ from the source run's: all but the training
+    ones, and max_length too with learned positions (the table's size)."""
+    fixed = set(hparams.values()) - TRAINING_ONLY_HPARAMS
+    if hparams.position_encoding != "learned":
+        fixed.discard("max_length")
+    return fixed
+
+
+def check_hparams(checkpoint, hparams):
+    """WarmStartError naming each hparam that differs from the source run's and may not."""
+    saved = hparams_lib.load(source_run_dir(checkpoint))
+    differing = [name for name in hparams.differences(saved) if name in fixed_hparams(hparams)
+                 or name not in hparams.values()]
+    if differing:
+        listed = ", ".join(f"{name}={hparams.values().get(name)!r} (source "
+                           f"{saved.values().get(name)!r})" for name in differing)
+        raise WarmStartError(f"--warm_start_from={checkpoint} was trained with other model "
+                             f"hparams: {listed}; only training hparams may differ "
+                             f"({', '.join(sorted(TRAINING_ONLY_HPARAMS))}).")
+
+
+def check_vocabularies(source_vocabulary, vocabulary):
+    """WarmStartError naming both files when the two vocabulary files' contents differ (None:
+    the problem has no vocabulary file)."""
+    if source_vocabulary is None and vocabulary is None:
+        return
+    for path in (source_vocabulary, vocabulary):
+        if path is not None and not os.path.exists(path):
+            raise WarmStartError(f"cannot compare the vocabularies: {path} is missing; "
+                                 f"generate the data (datagen) first.")
+    if (source_vocabulary is None or vocabulary is None
+            or not filecmp.cmp(source_vocabulary, vocabulary, shallow=False)):
+        raise WarmStartError(f"the vocabulary differs from the run to start from: "
+                             f"{vocabulary} is not {source_vocabulary}; its embeddings belong to "
+                             f"its own vocabulary, so fine-tune on data encoded with it.")
+
+
+def load_weights_with_fresh_optimizer(model, checkpoint):
+    """The checkpoint's weights in `model`; the optimizer's variables (its step included) keep
+    the values they had, so a compiled, unstarted model starts training afresh."""
+    optimizer = model.optimizer.variables
+    fresh = [keras.ops.convert_to_numpy(variable) for variable in optimizer]
+    model.load_weights(checkpoint)
+    for variable, value in zip(optimizer, fresh):
+        variable.assign(value)

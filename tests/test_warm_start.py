@@ -1,0 +1,97 @@
+"""Fine-tuning with --warm_start_from: a new run starts from another run's weights with a
+fresh optimizer at step 0; only training hparams may differ; a warm-started run that stops
+resumes from its own checkpoints. (Vocabularies: tests/problems/test_text_files.py.)"""
+
+import pytest
+
+from conftest import read_scalars, run_module
+from t2t_repro import registry
+from t2t_repro.hparams import create_hparams
+from t2t_repro.training import checkpoints, warm_start
+from t2t_repro.training.run_factory import create_training_run
+
+PROBLEM = "algorithmic_copy"
+HPARAMS = "batch_size=256,max_length=24"
+# Training-only hparams a fine-tuning run may change.
+FINE_TUNING_HPARAMS = f"{HPARAMS},learning_rate_constant=0.5,layer_prepostprocess_dropout=0.2"
+RUN = [f"--problem={PROBLEM}", "--hparams_set=transformer_tiny", "--eval_steps=2",
+       "--eval_decode_examples=0", "--random_seed=1", "--log_every=2"]
+SOURCE_STEPS = 6
+
+
+def trainer(*args):
+    return run_module("t2t_repro.trainer", *RUN, *args)
+
+
+def one_line_error(result):
+    assert result.returncode == 1
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith("error: ")
+    return line
+
+
+@pytest.fixture(scope="module")
+def source_run(tmp_path_factory):
+    """6 steps, evaluated (2 eval batches) at its last step."""
+    output_dir = tmp_path_factory.mktemp("warm_start") / "source"
+    result = trainer(f"--hparams={HPARAMS}", f"--output_dir={output_dir}",
+                     f"--train_steps={SOURCE_STEPS}", f"--eval_every={SOURCE_STEPS}")
+    assert result.returncode == 0, result.stderr
+    return output_dir
+
+
+def test_the_first_evaluation_equals_the_source_runs_of_the_same_checkpoint(source_run,
+                                                                            tmp_path):
+    """Before any update, the warm-started model evaluates on the same eval batches exactly
+    as the source run evaluated its step-6 checkpoint, with its optimizer at step 0."""
+    hparams = create_hparams("transformer_tiny", FINE_TUNING_HPARAMS)
+    checkpoint = warm_start.source_checkpoint(str(source_run))
+    warm_start.check_hparams(checkpoint, hparams)
+    lines = []
+    run = create_training_run(registry.problems[PROBLEM](), hparams, str(tmp_path / "tuned"),
+                              eval_steps=2, warm_start_from=checkpoint, print_fn=lines.append)
+    assert run.restore() == 0
+    assert any(line.startswith(f"Warm-started from {checkpoint}") for line in lines)
+    assert int(run.model.optimizer.iterations.numpy()) == 0
+    ours = run.evaluate()
+    source = read_scalars(source_run / "eval")
+    for name in ("loss", "accuracy"):
+        assert ours[name] == pytest.approx(source[name][SOURCE_STEPS], rel=1e-5), name
+
+
+def test_a_warm_started_run_counts_from_step_0_and_resumes_from_its_own_checkpoints(
+        source_run, tmp_path):
+    output_dir = tmp_path / "tuned"
+    tuned = [f"--hparams={FINE_TUNING_HPARAMS}", f"--output_dir={output_dir}",
+             f"--warm_start_from={source_run}", "--schedule=train"]
+    first = trainer(*tuned, "--train_steps=4", "--save_checkpoints_steps=2")
+    assert first.returncode == 0, first.stderr
+    source_checkpoint = source_run / f"ckpt-{SOURCE_STEPS}.weights.h5"
+    assert f"Warm-started from {source_checkpoint}" in first.stdout
+    assert [step for step, _ in checkpoints.list_checkpoints(output_dir)] == [2, 4]
+    assert f"--warm_start_from={source_run}" in (output_dir / "flags.txt").read_text()
+    # Stopped at step 4 and run again (as after a kill): its own checkpoint, not the source.
+    resumed = trainer(*tuned, "--train_steps=6")
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"Resumed from {output_dir}/ckpt-4.weights.h5 at step 4." in resumed.stdout
+    assert "Warm-started" not in resumed.stdout
+    assert checkpoints.list_checkpoints(output_dir)[-1][0] == 6
+
+
+def test_model_hparams_that_differ_are_an_error_naming_each_before_anything_is_written(
+        source_run, tmp_path):
+    output_dir = tmp_path / "tuned"
+    result = trainer(f"--hparams={FINE_TUNING_HPARAMS},hidden_size=32,num_heads=2",
+                     f"--output_dir={output_dir}", f"--warm_start_from={source_run}",
+                     "--train_steps=2")
+    line = one_line_error(result)
+    assert "hidden_size=32 (source 64)" in line and "num_heads=2 (source 4)" in line
+    assert "learning_rate_constant" not in line.split("hparams:")[1].split(";")[0]
+    assert not output_dir.exists()
+
+
+def test_a_missing_source_is_a_one_line_error(tmp_path):
+    result = trainer(f"--hparams={HPARAMS}", f"--output_dir={tmp_path / 'tuned'}",
+                     f"--warm_start_from={tmp_path / 'nowhere'}", "--train_steps=2")
+    assert "--warm_start_from=" in one_line_error(result)
+    assert not (tmp_path / "tuned").exists()
