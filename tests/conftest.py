@@ -64,6 +64,14 @@ def _exit_status(code):
     return 1
 
 
+def one_line_error(result):
+    """The message of a command that failed with a user error, checked to be one line."""
+    assert result.returncode == 1
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith("error: ")
+    return line
+
+
 def run_module(module, *args, input=None):
     """Runs `python -m <module> args...` inside this process: absl parses the flags (restored
     afterwards) and the command's `main` runs through the same user-error reporting as

@@ -4,7 +4,7 @@ resumes from its own checkpoints. (Vocabularies: tests/problems/test_text_files.
 
 import pytest
 
-from conftest import read_scalars, run_module
+from conftest import one_line_error, read_scalars, run_module
 from t2t_repro import registry
 from t2t_repro.hparams import create_hparams
 from t2t_repro.training import checkpoints, warm_start
@@ -21,13 +21,6 @@ SOURCE_STEPS = 6
 
 def trainer(*args):
     return run_module("t2t_repro.trainer", *RUN, *args)
-
-
-def one_line_error(result):
-    assert result.returncode == 1
-    (line,) = result.stderr.strip().splitlines()
-    assert line.startswith("error: ")
-    return line
 
 
 @pytest.fixture(scope="module")

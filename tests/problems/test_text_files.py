@@ -9,7 +9,7 @@ import json
 import pathlib
 
 import pytest
-from conftest import run_module
+from conftest import one_line_error, run_module
 from sentencepiece import sentencepiece_model_pb2
 from serving.test_exporter import run_export
 
@@ -38,14 +38,6 @@ def data_hparams(folder, *extra, train="part-*"):
 def datagen(data_dir, hparams):
     return run_module("t2t_repro.datagen", "--problem=translate_text_files",
                       f"--data_dir={data_dir}", f"--data_hparams={hparams}")
-
-
-def one_line_error(result):
-    """The message of a command that failed with a user error, checked to be one line."""
-    assert result.returncode == 1
-    (line,) = result.stderr.strip().splitlines()
-    assert line.startswith("error: ")
-    return line
 
 
 @pytest.fixture(scope="module")
