@@ -15,7 +15,9 @@ In one run, on this machine:
      (whole prefix recomputed each step) and the cached one again on every
      `--uncached_every`-th batch, the same batches for both.
 One batch of each compiled shape is decoded untimed first (tracing). Tokens are the best
-hypothesis's output tokens: a batch of 32 sentences forced to length n counts 32·n.
+hypothesis's output tokens: a batch of 32 sentences forced to length n counts 32·n. Every
+contender runs in this one process; its peak memory is the process's peak resident size while
+it ran (`peak_memory`), which includes the model and what earlier contenders left.
 """
 
 import argparse
@@ -27,6 +29,7 @@ import time
 import numpy as np
 
 from t2t_repro.bench.newstest import newstest2014, shared_vocabulary_problem
+from t2t_repro.bench.peak_memory import peak_bytes, reset_peak
 from t2t_repro.bench.pipeline import DEFAULT_DATA_ROOT
 from t2t_repro.decoding.transformer_search import padded_length
 
@@ -50,9 +53,10 @@ def forced_batches(id_lists):
 
 
 def timed_decode(search, batches):
-    """(output tokens, seconds, best outputs) for decoding `batches`, after an untimed decode of
-    one batch of each shape the search compiles (rows, and source and output lengths as
-    padded)."""
+    """(output tokens, seconds, best outputs, peak resident bytes of the process meanwhile) for
+    decoding `batches`, after an untimed decode of one batch of each shape the search compiles
+    (rows, and source and output lengths as padded)."""
+    reset_peak()
     shapes = {}
     for source, length in batches:
         key = (len(source), padded_length(source.shape[1]), padded_length(length))
@@ -65,15 +69,16 @@ def timed_decode(search, batches):
         assert ids.shape[1] == length, "a forced-length decode stopped early"
         outputs += ids.tolist()
     seconds = time.perf_counter() - started
-    return sum(map(len, outputs)), seconds, outputs
+    return sum(map(len, outputs)), seconds, outputs, peak_bytes()
 
 
 def ctranslate2_decode(ct2_dir, tokens, batches):
-    """(output tokens, seconds, best outputs as ids) for CTranslate2 decoding `batches` with
-    beam BEAM_SIZE, each forced to its length as ours is, on every core, after one untimed
-    batch."""
+    """(output tokens, seconds, best outputs as ids, peak resident bytes of the process
+    meanwhile) for CTranslate2 decoding `batches` with beam BEAM_SIZE, each forced to its
+    length as ours is, on every core, after one untimed batch."""
     import ctranslate2
 
+    reset_peak()
     translator = ctranslate2.Translator(ct2_dir, device="cpu", inter_threads=1,
                                         intra_threads=os.cpu_count())
 
@@ -91,7 +96,7 @@ def ctranslate2_decode(ct2_dir, tokens, batches):
     outputs = [[ids[token] for token in result.hypotheses[0]] for result in results]
     assert [len(o) for o in outputs] == [length for source, length in batches
                                          for _ in source], "a forced-length decode stopped early"
-    return sum(map(len, outputs)), seconds, outputs
+    return sum(map(len, outputs)), seconds, outputs, peak_bytes()
 
 
 def peer_figures(model, problem, batches, work):
@@ -146,21 +151,24 @@ def main(argv):
 
     ours = {"t2t_repro, as the decoder runs it": cached, "t2t_repro with XLA": cached_xla}
     if isinstance(peers, dict):
-        rows = [(name, rate(figures), "tok/s", "CTranslate2 float32", rate(peers["float32"]))
-                for name, figures in ours.items()]
+        rows = [(name, rate(figures), "tok/s", "CTranslate2 float32", rate(peers["float32"]),
+                 figures[3], peers["float32"][3]) for name, figures in ours.items()]
         rows.append(("t2t_repro with XLA", rate(cached_xla), "tok/s", "CTranslate2 int8",
-                     rate(peers["int8"])))
+                     rate(peers["int8"]), cached_xla[3], peers["int8"][3]))
     else:
-        rows = [(name, rate(figures), "tok/s", "", None) for name, figures in ours.items()]
+        rows = [(name, rate(figures), "tok/s", "", None, figures[3], None)
+                for name, figures in ours.items()]
     if args.uncached_every:
         sample = batches[:: args.uncached_every]
         cached_host_loop = timed_decode(search(True, "host"), batches)
         cached_sample = timed_decode(search(True), sample)
         uncached_sample = timed_decode(search(False), sample)
         rows += [
-            ("t2t_repro, host loop", rate(cached_host_loop), "tok/s", "graph loop", rate(cached)),
+            ("t2t_repro, host loop", rate(cached_host_loop), "tok/s", "graph loop", rate(cached),
+             cached_host_loop[3], cached[3]),
             (f"cached vs uncached, {len(sample)} batches", rate(cached_sample), "tok/s",
-             "uncached (full prefix)", rate(uncached_sample)),
+             "uncached (full prefix)", rate(uncached_sample), cached_sample[3],
+             uncached_sample[3]),
         ]
     from t2t_repro.bench.report import format_table
 

@@ -25,6 +25,8 @@ import statistics
 import tempfile
 import time
 
+from t2t_repro.bench.peak_memory import peak_bytes, reset_peak
+
 DEFAULT_DATA_ROOT = os.environ.get(
     "T2T_TEST_DATA", os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared", "data")
 )
@@ -102,20 +104,24 @@ def timed_pass(dataset):
 
 
 def pipeline_rates(make_dataset, passes):
-    """Median pairs/s and tokens/s over `passes` full passes (a fresh iterator each)."""
+    """Median pairs/s and tokens/s over `passes` full passes (a fresh iterator each), and the
+    process's peak resident bytes meanwhile."""
+    reset_peak()
     results = [timed_pass(make_dataset(seed)) for seed in range(passes)]
     seconds = statistics.median(r[0] for r in results)
     _, pairs, tokens = results[0]
-    return pairs / seconds, tokens / seconds
+    return pairs / seconds, tokens / seconds, peak_bytes()
 
 
 def training_rates(problem, hparams, steps, batch_size):
-    """Pairs/s and tokens/s that transformer_base training steps consume (after a warm-up)."""
+    """Pairs/s and tokens/s that transformer_base training steps consume (after a warm-up),
+    and the process's peak resident bytes meanwhile."""
     import numpy as np
 
     from t2t_repro.hparams import HParams
     from t2t_repro.training.run import build_model, compile_for_training
 
+    reset_peak()
     train_hparams = HParams(**dict(hparams.values(), batch_size=batch_size))
     model = compile_for_training(build_model("transformer", train_hparams, problem), train_hparams)
     batches = iter(our_pipeline(problem, train_hparams, seed=0).repeat())
@@ -129,7 +135,7 @@ def training_rates(problem, hparams, steps, batch_size):
             pairs += batch["inputs"].shape[0]
             tokens += int(np.count_nonzero(batch["inputs"])) + int(
                 np.count_nonzero(batch["targets"]))
-    return pairs / seconds, tokens / seconds
+    return pairs / seconds, tokens / seconds, peak_bytes()
 
 
 def main(argv):
@@ -154,9 +160,10 @@ def main(argv):
         tmp_dir = multi30k_tmp_dir(args.data_root, os.path.join(work, "raw"))
         problem = TranslateEnde(data_dir=os.path.join(work, "data"),
                                 data_hparams=f"vocab_size={args.vocab_size},num_train_shards=10")
+        reset_peak()
         started = time.perf_counter()
         problem.generate_data(tmp_dir, download=False)
-        datagen_seconds = time.perf_counter() - started
+        datagen_seconds, datagen_peak = time.perf_counter() - started, peak_bytes()
         ours = pipeline_rates(lambda seed: our_pipeline(problem, hparams, seed), args.passes)
         peer = pipeline_rates(lambda seed: per_example_pipeline(problem, hparams, seed),
                               args.passes)
@@ -167,22 +174,25 @@ def main(argv):
         training = training_rates(problem, hparams, args.train_steps, args.train_batch_size)
 
     rows = [
-        ("datagen, Multi30k + newstest2013", datagen_seconds, "s", "", None),
-        ("pipeline, sentence pairs", ours[0], "pairs/s", "t2t per-example", peer[0]),
+        ("datagen, Multi30k + newstest2013", datagen_seconds, "s", "", None, datagen_peak,
+         None),
+        ("pipeline, sentence pairs", ours[0], "pairs/s", "t2t per-example", peer[0], ours[2],
+         peer[2]),
         ("pipeline, tokens", ours[1], "tok/s", "t2t per-example", peer[1]),
         ("NumPy token arrays (no TensorFlow), pairs", arrays[0], "pairs/s", "ours on tf.data",
-         ours[0]),
+         ours[0], arrays[2], ours[2]),
         ("NumPy token arrays, bucket shapes (JAX trainer), pairs", bucketed[0], "pairs/s",
-         "ours on tf.data", ours[0]),
+         "ours on tf.data", ours[0], bucketed[2], ours[2]),
         ("pipeline vs training, pairs", ours[0], "pairs/s", "transformer_base training",
-         training[0]),
+         training[0], ours[2], training[2]),
         ("pipeline vs training, tokens", ours[1], "tok/s", "transformer_base training",
          training[1]),
     ]
     from t2t_repro.bench.report import format_table
 
     title = (f"Input pipeline on Multi30k (translate_ende, vocab {args.vocab_size}, budget "
-             f"{hparams.batch_size} tokens, max_length {hparams.max_length})")
+             f"{hparams.batch_size} tokens, max_length {hparams.max_length}); peak memory: "
+             f"this one process's peak resident size while each ran")
     print(format_table(rows, title))
     times_training = ours[0] / training[0]
     print(f"goal >= {GOAL_PAIRS_PER_SECOND:,} pairs/s: {_verdict(ours[0] >= GOAL_PAIRS_PER_SECOND)}"

@@ -17,17 +17,29 @@ def machine_description():
 
 
 def format_table(rows, title):
-    """`rows`: (what, figure, unit, peer name or '', peer figure or None) tuples."""
+    """`rows`: (what, figure, unit, peer name or '', peer figure or None) tuples, optionally
+    followed by (peak resident bytes, the peer's peak resident bytes or None): then the table
+    has their columns too, in GiB."""
+    with_memory = any(len(row) > 5 for row in rows)
     header = ("measure", "figure", "unit", "peer", "peer figure", "ratio")
+    if with_memory:
+        header += ("peak memory", "peer peak memory")
     lines = [header]
-    for what, figure, unit, peer, peer_figure in rows:
+    for what, figure, unit, peer, peer_figure, *memory in rows:
         ratio = f"{figure / peer_figure:.2f}x" if peer_figure else ""
-        lines.append((what, _number(figure), unit, peer, _number(peer_figure), ratio))
+        line = (what, _number(figure), unit, peer, _number(peer_figure), ratio)
+        if with_memory:
+            line += tuple(_gibibytes(peak) for peak in (memory or [None, None]))
+        lines.append(line)
     widths = [max(len(row[i]) for row in lines) for i in range(len(header))]
     text = [title, f"machine: {machine_description()}"]
     text += ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip()
              for row in lines]
     return "\n".join(text)
+
+
+def _gibibytes(size):
+    return "" if size is None else f"{size / 2**30:.2f} GiB"
 
 
 def _number(value):

@@ -99,6 +99,7 @@ def run_load(server, model_name, sentences, clients, warmup_seconds, seconds):
         "errors (whole run, warm-up included)": len(errors),
         "server VmRSS before the load": memory_before,
         "server VmRSS after the load": server.resident_mib(),
+        "server peak resident memory (VmHWM)": server.resident_mib("VmHWM"),
         "first error": errors[0] if errors else None,
     }
 
@@ -106,7 +107,8 @@ def run_load(server, model_name, sentences, clients, warmup_seconds, seconds):
 UNITS = {"requests/s (answers of any kind)": "req/s", "sentences/s (translations)": "sent/s",
          "latency p50": "ms", "latency p90": "ms", "latency p99": "ms",
          "errors (whole run, warm-up included)": "requests",
-         "server VmRSS before the load": "MiB", "server VmRSS after the load": "MiB"}
+         "server VmRSS before the load": "MiB", "server VmRSS after the load": "MiB",
+         "server peak resident memory (VmHWM)": "MiB"}
 
 
 def percentile(ordered, p):

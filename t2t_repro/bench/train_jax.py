@@ -15,8 +15,10 @@ Needs jax, keras, numpy and sentencepiece (no TensorFlow). In one run, on JAX's 
      label-smoothed loss, backward, Adam, as one jitted update) and the peer, PyTorch's
      `nn.Transformer` with the same sizes, loss and optimizer (`torch_peer`), under
      `torch.compile` (eager with `--torch_eager`), bfloat16 through autocast where ours is
-     mixed_bfloat16. Each takes `--warmup` untimed steps, then they take turns, one timed step
-     each, `--steps` rounds; a figure is the median step.
+     mixed_bfloat16. Each runs in a process of its own, one after the other, so that its host
+     and device memory is returned before the next (`peak_memory`): `--warmup` untimed steps,
+     then `--steps` timed; a figure is the median step, beside the process's peak resident
+     (host) memory.
   3. optionally (`--decode_sentences`) beam-search decoding speed of transformer_base with
      random weights under JAX: `bench decode`'s protocol (beam 4, batches of 32, forced
      lengths), our decoder only.
@@ -27,7 +29,6 @@ GPUs; `--peak_tflops` replaces it for every dtype).
 """
 
 import argparse
-import gc
 import importlib.util
 import itertools
 import tempfile
@@ -36,8 +37,11 @@ import time
 import numpy as np
 
 from t2t_repro.bench.newstest import encode_with_shared_vocabulary, newstest2014
+from t2t_repro.bench.peak_memory import run_in_own_process
 from t2t_repro.bench.pipeline import DEFAULT_DATA_ROOT
 from t2t_repro.bench.train import median_batch, median_step_seconds
+
+OURS = "t2t_repro (JAX)"
 
 GOALS_MFU = {"transformer_base": 0.45, "transformer_big": 0.50}
 
@@ -54,6 +58,18 @@ def our_jax_step(hparams, vocab_size, inputs, targets):
     update = JaxTrainStep(model, hparams.label_smoothing)
     same_batch = itertools.repeat(({"inputs": inputs, "targets": targets}, targets))
     return lambda: update(same_batch), model.count_params()
+
+
+def measure_contender(name, hparams, vocab_size, inputs, targets, warmup, steps, peak_tflops):
+    """What contender `name` (OURS or `peer_name`'s) runs in its own process: `(median step
+    seconds, (device name, peak TFLOPS) or None)`, the device JAX's default (looked up only
+    in our process: JAX takes most of a GPU's memory once started, which the peer needs)."""
+    if name != OURS:
+        step = _torch_peer_step(name, hparams, vocab_size, inputs, targets)
+        return median_step_seconds(step, warmup, steps), None
+    step, _ = our_jax_step(hparams, vocab_size, inputs, targets)
+    return (median_step_seconds(step, warmup, steps),
+            peak_of(hparams.dtype_policy, peak_tflops))
 
 
 def peak_of(dtype_policy, peak_tflops):
@@ -101,22 +117,20 @@ def main(argv):
     inputs, targets = median_batch(encoded[: len(sources)], encoded[len(sources):],
                                    args.batch_tokens)
     tokens = int(np.count_nonzero(targets))
-    peer = None if args.skip_peer else _torch_peer(args.torch_eager)
+    peer = None if args.skip_peer else peer_name(args.torch_eager)
     rows = []
     for set_name in args.hparams_sets.split(","):
         for dtype in args.dtypes.split(","):
             hparams = create_hparams(set_name, ",".join(
                 filter(None, [f"dtype_policy={dtype}", args.hparams])))
-            steps = {"t2t_repro (JAX)": our_jax_step(hparams, vocab_size, inputs, targets)}
-            if peer:
-                steps[peer[0]] = peer[1](hparams, vocab_size, inputs, targets)
-            seconds = median_step_seconds(steps, args.warmup, args.steps)
+            measured = {name: run_in_own_process(
+                            measure_contender, name, hparams, vocab_size, inputs, targets,
+                            args.warmup, args.steps, args.peak_tflops)
+                        for name in filter(None, (OURS, peer))}
+            (_, (device, peak)), _ = measured[OURS]
             flops = training_flops(hparams, vocab_size).of_batch(
                 np.count_nonzero(inputs, axis=1), np.count_nonzero(targets, axis=1))
-            device, peak = peak_of(dtype, args.peak_tflops)
-            rows += _rows(set_name, dtype, seconds, tokens, flops, peak, peer)
-            del steps
-            _free_device_memory()
+            rows += _rows(set_name, dtype, measured, tokens, flops, peak, peer)
     if args.decode_sentences:
         rows.append(_decode_row(args.data_root, args.decode_sentences, vocab_size, encoded))
     from t2t_repro.bench.report import format_table
@@ -131,43 +145,35 @@ def main(argv):
                           "PyTorch is not installed: pip install -e '.[bench]'"))
 
 
-def _torch_peer(eager):
-    """(name, step factory) of the PyTorch peer on the device JAX uses, or None without
-    PyTorch."""
+def peer_name(eager):
+    """The PyTorch peer's name, or None without PyTorch."""
     if importlib.util.find_spec("torch") is None:
         return None
+    return f"PyTorch {'eager' if eager else 'torch.compile'}"
+
+
+def _torch_peer_step(name, hparams, vocab_size, inputs, targets):
+    """The peer's step, on the device JAX uses (CUDA when JAX has a GPU)."""
     import jax
 
     from t2t_repro.bench import torch_peer
 
-    device = "cuda" if jax.default_backend() == "gpu" else "cpu"
-    name = f"PyTorch {'eager' if eager else 'torch.compile'} ({device})"
-
-    def factory(hparams, vocab_size, inputs, targets):
-        return torch_peer.training_step(
-            hparams, vocab_size, inputs, targets, compile_model=not eager, device=device,
-            bfloat16=hparams.dtype_policy == "mixed_bfloat16")
-
-    return name, factory
+    step, _ = torch_peer.training_step(
+        hparams, vocab_size, inputs, targets, compile_model=name.endswith("torch.compile"),
+        device="cuda" if jax.default_backend() == "gpu" else "cpu",
+        bfloat16=hparams.dtype_policy == "mixed_bfloat16")
+    return step
 
 
-def _free_device_memory():
-    """Lets the next contenders have the memory of the last ones (JAX and PyTorch share it)."""
-    gc.collect()
-    if importlib.util.find_spec("torch") is not None:
-        import torch
-
-        if torch.cuda.is_available():
-            torch.cuda.empty_cache()
-
-
-def _rows(set_name, dtype, seconds, tokens, flops, peak, peer):
-    ours = seconds["t2t_repro (JAX)"]
+def _rows(set_name, dtype, measured, tokens, flops, peak, peer):
+    """Table rows of one hparams set and dtype. `measured`: {name: ((seconds, _), peak bytes)}."""
+    (ours, _), our_memory = measured[OURS]
+    (theirs, _), their_memory = measured[peer] if peer else ((None, None), None)
     label = f"{set_name} {dtype}"
-    rows = [(f"{label}: t2t_repro (JAX)", tokens / ours, "tok/s", peer[0] if peer else "",
-             tokens / seconds[peer[0]] if peer else None)]
+    rows = [(f"{label}: {OURS}", tokens / ours, "tok/s", peer or "",
+             tokens / theirs if peer else None, our_memory, their_memory)]
     rows.append((f"{label}: t2t_repro model TFLOP/s", flops / ours / 1e12, "TFLOP/s",
-                 "PyTorch" if peer else "", flops / seconds[peer[0]] / 1e12 if peer else None))
+                 "PyTorch" if peer else "", flops / theirs / 1e12 if peer else None))
     if peak:
         goal = GOALS_MFU.get(set_name)
         rows.append((f"{label}: t2t_repro MFU (peak {peak:g} TFLOP/s)",

@@ -70,12 +70,13 @@ class LocalServer:
         """The server's last lines of output, indented."""
         return "\n".join(f"  | {line}" for line in self.tail)
 
-    def resident_mib(self):
-        """The server process's VmRSS in MiB (None where /proc has no such figure)."""
+    def resident_mib(self, field="VmRSS"):
+        """The server process's resident memory in MiB: now (VmRSS) or its peak (VmHWM); None
+        where /proc has no such figure."""
         try:
             with open(f"/proc/{self.process.pid}/status") as status:
                 for line in status:
-                    if line.startswith("VmRSS:"):
+                    if line.startswith(f"{field}:"):
                         return int(line.split()[1]) / 1024
         except OSError:
             pass

@@ -8,7 +8,8 @@ from toy_export import write_toy_export
 
 ROWS = ["requests/s (answers of any kind)", "sentences/s (translations)", "latency p50",
         "latency p90", "latency p99", "errors (whole run, warm-up included)",
-        "server VmRSS before the load", "server VmRSS after the load"]
+        "server VmRSS before the load", "server VmRSS after the load",
+        "server peak resident memory (VmHWM)"]
 
 
 def test_bench_serve_measures_batching_on_beside_off(tmp_path):
@@ -31,3 +32,5 @@ def test_bench_serve_measures_batching_on_beside_off(tmp_path):
         else:
             assert float(figure.replace(",", "")) > 0 and float(peer_figure.replace(",", "")) > 0
     assert "first error" not in result.stdout
+    memory = {what: float(table[what][0].replace(",", "")) for what in ROWS[-3:]}
+    assert memory["server peak resident memory (VmHWM)"] >= max(memory.values()), memory
