@@ -7,7 +7,7 @@ from t2t_repro.layers.attention import (
 )
 from t2t_repro.layers.embedding import SharedEmbedding
 from t2t_repro.layers.feed_forward import PositionwiseFeedForward
-from t2t_repro.layers.masks import band_mask, causal_mask, padding_mask
+from t2t_repro.layers.masks import band_mask, causal_mask, padding_mask, same_segment_mask
 from t2t_repro.layers.positional import (
     LearnedPositionEmbedding,
     SinusoidalPositionEncoding,

@@ -10,6 +10,12 @@ def padding_mask(ids, pad_id=PAD_ID):
     return ops.expand_dims(ops.not_equal(ids, pad_id), axis=1)
 
 
+def same_segment_mask(query_segments, key_segments):
+    """[batch, q] and [batch, k] segment ids (packed rows: 1, 2, ... per pair, 0 for padding)
+    -> [batch, q, k]: a query attends only to keys of its own pair (padding to padding)."""
+    return ops.equal(ops.expand_dims(query_segments, 2), ops.expand_dims(key_segments, 1))
+
+
 def causal_mask(length):
     """[length, length] lower-triangular mask: position i attends to positions <= i."""
     positions = ops.arange(length)

@@ -10,27 +10,36 @@ def sinusoidal_position_encoding(length, hidden_size, start_index=0):
     Even channels hold sines and odd channels cosines, interleaved exactly as the paper writes
     it (tensor2tensor concatenates the two halves instead, which is a permutation of this).
     """
+    return sinusoids_at(ops.arange(length) + start_index, hidden_size)
+
+
+def sinusoids_at(positions, hidden_size):
+    """The encoding of `positions` (int, of any shape; packed rows restart them at each pair):
+    [*positions.shape, hidden_size], the channels interleaved as `sinusoidal_position_encoding`."""
     if hidden_size % 2:
         raise ValueError(f"sinusoidal encoding needs an even hidden_size, got {hidden_size}.")
-    positions = ops.cast(ops.arange(length) + start_index, "float32")
+    positions = ops.cast(positions, "float32")
     pair_index = ops.cast(ops.arange(hidden_size // 2), "float32")
     inverse_frequencies = ops.power(10000.0, -2.0 * pair_index / hidden_size)
-    angles = ops.expand_dims(positions, 1) * ops.expand_dims(inverse_frequencies, 0)
+    angles = ops.expand_dims(positions, -1) * inverse_frequencies
     interleaved = ops.stack([ops.sin(angles), ops.cos(angles)], axis=-1)
-    return ops.reshape(interleaved, (length, hidden_size))
+    return ops.reshape(interleaved, (*ops.shape(positions), hidden_size))
 
 
 @keras.saving.register_keras_serializable(package="t2t_repro")
 class SinusoidalPositionEncoding(keras.layers.Layer):
     """Returns the sinusoidal encoding [length, d] for inputs [batch, length, d]; no weights.
 
-    `start_index` offsets the positions, for decoding one position at a time.
+    `start_index` offsets the positions, for decoding one position at a time; `positions`
+    [batch, length] gives each token's own (packed rows), and the encoding [batch, length, d].
 
     Reference: Vaswani et al., "Attention Is All You Need", 2017, §3.5.
     """
 
-    def call(self, inputs, start_index=0):
+    def call(self, inputs, start_index=0, positions=None):
         shape = ops.shape(inputs)
+        if positions is not None:
+            return ops.cast(sinusoids_at(positions, shape[2]), inputs.dtype)
         encoding = sinusoidal_position_encoding(shape[1], shape[2], start_index)
         return ops.cast(encoding, inputs.dtype)
 
@@ -59,7 +68,9 @@ class LearnedPositionEmbedding(keras.layers.Layer):
             name="position_embeddings",
         )
 
-    def call(self, inputs, start_index=0):
+    def call(self, inputs, start_index=0, positions=None):
+        if positions is not None:  # [batch, length]: each token's own (packed rows)
+            return ops.cast(ops.take(self.position_embeddings, positions, axis=0), inputs.dtype)
         length = ops.shape(inputs)[1]
         encoding = ops.slice(self.position_embeddings, (start_index, 0), (length, self.hidden_size))
         return ops.cast(encoding, inputs.dtype)

@@ -12,6 +12,7 @@ from t2t_repro.layers import (
     TransformerDecoderLayer,
     TransformerEncoderLayer,
     padding_mask,
+    same_segment_mask,
 )
 from t2t_repro.layers.transformer_layers import cached_positions
 
@@ -22,9 +23,23 @@ DTYPE_POLICIES = ("float32", "mixed_bfloat16", "mixed_float16")
 _CHOICE_HPARAMS = {"position_encoding": POSITION_ENCODINGS, "dtype_policy": DTYPE_POLICIES}
 
 
-def shift_right(targets):
-    """Decoder inputs: the targets delayed by one position, starting with id 0 (as tensor2tensor)."""
-    return ops.pad(targets, ((0, 0), (1, 0)))[:, :-1]
+# Features of packed rows (tensor2tensor's names): several pairs end to end in one row, each
+# numbered 1, 2, ... in its row (0: padding), positions restarting at 0 with each pair.
+PACKING_FEATURES = ("inputs_segmentation", "inputs_position", "targets_segmentation",
+                    "targets_position")
+
+
+def shift_right(targets, targets_position=None):
+    """Decoder inputs: the targets delayed by one position, starting with id 0 (as tensor2tensor);
+    in packed rows (`targets_position` given) every pair starts with id 0."""
+    shifted = ops.pad(targets, ((0, 0), (1, 0)))[:, :-1]
+    if targets_position is None:
+        return shifted
+    return ops.where(ops.equal(targets_position, 0), ops.zeros_like(shifted), shifted)
+
+
+def is_packed(features):
+    return "inputs_segmentation" in features
 
 
 def check_hparam_choices(hparams):
@@ -232,46 +247,48 @@ class Transformer(keras.Model):
                 f"train a model with a larger max_length."
             )
 
-    def _embed(self, ids, embedding, position, dropout, training, start_index=0):
+    def _embed(self, ids, embedding, position, dropout, training, start_index=0, positions=None):
         x = embedding(ids)
-        x = x + position(x, start_index=start_index)
+        x = x + position(x, start_index=start_index, positions=positions)
         return dropout(x, training=training)
 
-    def encode(self, inputs, training=None, attention_scores=None):
+    def encode(self, inputs, training=None, attention_scores=None, segmentation=None,
+               positions=None):
         """Source ids [batch, s] -> (memory [batch, s, d], memory_mask [batch, 1, s]).
 
         A dict passed as `attention_scores` receives each layer's attention weights under the
-        layer's name (see `attention_weights`).
+        layer's name (see `attention_weights`). Packed rows give their `segmentation` and
+        `positions` [batch, s] (`PACKING_FEATURES`): self-attention stays within each pair.
         """
         self.check_length(ops.shape(inputs)[1], "source")
         memory_mask = padding_mask(inputs)
-        x = self._embed(
-            inputs, self.input_embedding, self.encoder_position, self.encoder_input_dropout, training
-        )
+        self_mask = memory_mask if segmentation is None else same_segment_mask(segmentation,
+                                                                               segmentation)
+        x = self._embed(inputs, self.input_embedding, self.encoder_position,
+                        self.encoder_input_dropout, training, positions=positions)
         for layer in self.encoder_layers:
             x = _call_layer(
-                layer, attention_scores, x, attention_mask=memory_mask, training=training
+                layer, attention_scores, x, attention_mask=self_mask, training=training
             )
         if self.encoder_final_norm is not None:
             x = self.encoder_final_norm(x)
         return x, memory_mask
 
-    def decode(self, decoder_inputs, memory, memory_mask, training=None, attention_scores=None):
-        """Decoder input ids [batch, t] attending to `memory` -> logits [batch, t, vocab]."""
+    def decode(self, decoder_inputs, memory, memory_mask, training=None, attention_scores=None,
+               self_attention_mask=None, positions=None):
+        """Decoder input ids [batch, t] attending to `memory` -> logits [batch, t, vocab].
+        Packed rows give a `self_attention_mask` [batch, t, t] (on top of the causal one), a
+        `memory_mask` [batch, t, s] and `positions` [batch, t] that keep each pair apart."""
         self.check_length(ops.shape(decoder_inputs)[1], "decoder input")
-        x = self._embed(
-            decoder_inputs,
-            self.target_embedding,
-            self.decoder_position,
-            self.decoder_input_dropout,
-            training,
-        )
+        x = self._embed(decoder_inputs, self.target_embedding, self.decoder_position,
+                        self.decoder_input_dropout, training, positions=positions)
         for layer in self.decoder_layers:  # their self-attention is causal by itself
             x = _call_layer(
                 layer,
                 attention_scores,
                 x,
                 memory,
+                self_attention_mask=self_attention_mask,
                 memory_mask=memory_mask,
                 training=training,
             )
@@ -363,20 +380,39 @@ class Transformer(keras.Model):
         return logits, {"keys_values": keys_values, "slots": slots}
 
     def call(self, features, training=None):
-        memory, memory_mask = self.encode(features["inputs"], training=training)
-        return self.decode(shift_right(features["targets"]), memory, memory_mask, training=training)
+        return self._teacher_forced(features, training)
+
+    def _teacher_forced(self, features, training=None, attention_scores=None):
+        """Logits of `features` {"inputs", "targets"}, or of packed rows with
+        `PACKING_FEATURES` too: then each pair attends only to itself and its positions
+        restart, so every pair gets the logits it gets alone."""
+        if not is_packed(features):
+            memory, memory_mask = self.encode(features["inputs"], training, attention_scores)
+            return self.decode(shift_right(features["targets"]), memory, memory_mask, training,
+                               attention_scores)
+        if self.self_attention_window:
+            raise HParamsError("Packed rows need full self-attention: hparam packed=true does "
+                               "not combine with self_attention_window > 0.")
+        source_segments, target_segments = (features["inputs_segmentation"],
+                                            features["targets_segmentation"])
+        memory, _ = self.encode(features["inputs"], training, attention_scores,
+                                segmentation=source_segments,
+                                positions=features["inputs_position"])
+        return self.decode(
+            shift_right(features["targets"], features["targets_position"]), memory,
+            same_segment_mask(target_segments, source_segments), training, attention_scores,
+            self_attention_mask=same_segment_mask(target_segments, target_segments),
+            positions=features["targets_position"])
 
     def attention_weights(self, features):
-        """Every layer's attention weights on teacher-forced `features`, for visualisation.
+        """Every layer's attention weights on teacher-forced `features` (packed rows too), for
+        visualisation.
 
         Returns {"encoder_layer_i": [batch, heads, s, s], "decoder_layer_i": {"self": [batch,
         heads, t, t], "cross": [batch, heads, t, s]}}; each row sums to 1 over the keys.
         """
         scores = {}
-        memory, memory_mask = self.encode(features["inputs"], attention_scores=scores)
-        self.decode(
-            shift_right(features["targets"]), memory, memory_mask, attention_scores=scores
-        )
+        self._teacher_forced(features, attention_scores=scores)
         return scores
 
     def build_weights(self):
