@@ -51,6 +51,9 @@ def transformer_base():
         # tokens (tensor2tensor's optimizer_multistep_accumulate_steps).
         gradient_accumulation_steps=1,
         max_length=256,  # longer examples are dropped from training
+        # Training batches of rows of max_length positions, each holding several pairs end to
+        # end (tensor2tensor's _packed problems; data/pair_packing.py): less padding.
+        packed=False,
         train_steps=100000,
     )
 

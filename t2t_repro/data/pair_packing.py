@@ -17,51 +17,52 @@ PACKED_KEYS = ("inputs", "inputs_segmentation", "inputs_position", "targets",
 OPEN_ROWS = 64
 
 
-class _Row:
-    def __init__(self):
-        self.pairs = []
-        self.source_length = self.target_length = 0
-
-    def fits(self, source, target, row_length):
-        return (self.source_length + len(source) <= row_length
-                and self.target_length + len(target) <= row_length)
-
-    def add(self, source, target):
-        self.pairs.append((source, target))
-        self.source_length += len(source)
-        self.target_length += len(target)
-
-
-def pack_pairs(pairs, row_length):
-    """Packs `pairs` of id sequences (source, target), in order, first fit over the last
-    OPEN_ROWS rows, into rows of `row_length` positions on each side.
-
-    Returns {key: int32 array [rows, row_length]} for PACKED_KEYS. A pair with a side longer
-    than `row_length` is a ValueError (the pipeline leaves such pairs out beforehand).
-    """
-    open_rows, rows = collections.deque(), []
-    for index, (source, target) in enumerate(pairs):
-        if max(len(source), len(target)) > row_length:
-            raise ValueError(f"pair {index} has {len(source)} source and {len(target)} target "
+def pack_rows(source_lengths, target_lengths, row_length):
+    """The pairs of each row (lists of pair indices), placing the pairs in order, each in the
+    first of the last OPEN_ROWS rows where both its sides fit `row_length` positions, else in
+    a new row. A pair with a side longer than `row_length` is a ValueError (the pipelines
+    leave such pairs out beforehand)."""
+    rows, open_rows = [], collections.deque()
+    for index, lengths in enumerate(zip(source_lengths, target_lengths)):
+        if max(lengths) > row_length:
+            raise ValueError(f"pair {index} has {lengths[0]} source and {lengths[1]} target "
                              f"tokens: more than a packed row's {row_length}.")
-        row = next((row for row in open_rows if row.fits(source, target, row_length)), None)
+        row = next((row for row in open_rows
+                    if all(used + n <= row_length for used, n in zip(row[1], lengths))), None)
         if row is None:
-            row = _Row()
-            rows.append(row)
+            row = ([], [0, 0])
+            rows.append(row[0])
             open_rows.append(row)
             if len(open_rows) > OPEN_ROWS:
                 open_rows.popleft()
-        row.add(source, target)
-    packed = {key: np.zeros((len(rows), row_length), np.int32) for key in PACKED_KEYS}
-    for row_index, row in enumerate(rows):
-        for side, column in (("inputs", 0), ("targets", 1)):
-            start = 0
-            for segment, pair in enumerate(row.pairs, start=1):
-                ids = pair[column]
-                span = slice(start, start + len(ids))
-                packed[side][row_index, span] = ids
-                packed[f"{side}_segmentation"][row_index, span] = segment
-                packed[f"{side}_position"][row_index, span] = np.arange(len(ids))
-                start += len(ids)
+        row[0].append(index)
+        row[1][0] += lengths[0]
+        row[1][1] += lengths[1]
+    return rows
+
+
+def packed_features(rows, pair_at, row_length, row_count=None):
+    """{key: int32 [row_count, row_length]} for PACKED_KEYS from `rows` of pair indices
+    (`pack_rows`); `pair_at(index)` gives a pair's (source ids, target ids). Rows past
+    `len(rows)` (up to `row_count`) are padding."""
+    count = len(rows) if row_count is None else row_count
+    packed = {key: np.zeros((count, row_length), np.int32) for key in PACKED_KEYS}
+    for row_index, pair_indices in enumerate(rows):
+        starts = [0, 0]
+        for segment, pair_index in enumerate(pair_indices, start=1):
+            for side, ids in enumerate(pair_at(pair_index)):
+                name = ("inputs", "targets")[side]
+                span = slice(starts[side], starts[side] + len(ids))
+                packed[name][row_index, span] = ids
+                packed[f"{name}_segmentation"][row_index, span] = segment
+                packed[f"{name}_position"][row_index, span] = np.arange(len(ids))
+                starts[side] += len(ids)
     return packed
 
+
+def pack_pairs(pairs, row_length):
+    """`pairs` of id sequences (source, target) packed into rows: `packed_features` of
+    `pack_rows`."""
+    pairs = list(pairs)
+    rows = pack_rows([len(s) for s, _ in pairs], [len(t) for _, t in pairs], row_length)
+    return packed_features(rows, pairs.__getitem__, row_length)

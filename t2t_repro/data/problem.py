@@ -162,7 +162,9 @@ class Problem:
 
         With a tf.distribute `input_context` (`distribute_datasets_from_function`), the batches
         are one input pipeline's (one worker's): its own part of the examples, no example read
-        by two pipelines in a pass, batched to one replica's share of the token budget.
+        by two pipelines in a pass, batched to one replica's share of the token budget. With
+        hparam `packed`, training batches are packed rows from the token arrays
+        (`data.packed_batches`).
         """
         import tensorflow as tf
 
@@ -177,6 +179,12 @@ class Problem:
             budget //= input_context.num_replicas_in_sync
             num_replicas = 1
             shard = (input_context.input_pipeline_id, input_context.num_input_pipelines)
+        if training and is_packed(hparams):
+            from t2t_repro.data.packed_batches import PackedBatches, packed_dataset
+
+            return packed_dataset(PackedBatches(
+                self.token_arrays(mode), budget, hparams.max_length, shuffle=shuffle,
+                repeat=repeat, seed=seed, rows_multiple=num_replicas, shard=shard))
         chunks = self.example_chunks(mode, repeat=repeat, shuffle=shuffle, seed=seed,
                                      shard=shard)
         batches = batching.batch_by_token_budget(
@@ -196,14 +204,25 @@ class Problem:
         `(features, targets)` of at most `hparams.batch_size` tokens over all `num_devices`,
         examples longer than `hparams.max_length` dropped; training shuffled and repeated
         forever, eval read once. With `fixed_shapes`, padded to a few bucket shapes for
-        jitted steps."""
+        jitted steps; with hparam `packed`, training batches are packed rows (one shape)."""
         from t2t_repro.data.array_batches import ArrayBatches
 
         _check_mode(mode)
         training = mode == TRAIN
+        if training and is_packed(hparams):
+            from t2t_repro.data.packed_batches import PackedBatches
+
+            return PackedBatches(self.token_arrays(mode), hparams.batch_size, hparams.max_length,
+                                 seed=seed, rows_multiple=num_devices)
         return ArrayBatches(self.token_arrays(mode), hparams.batch_size, hparams.max_length,
                             shuffle=training, repeat=training, seed=seed,
                             rows_multiple=num_devices, fixed_shapes=fixed_shapes)
+
+
+def is_packed(hparams):
+    """Whether training batches are packed rows (hparam `packed`; runs saved before it
+    existed are not)."""
+    return "packed" in hparams and bool(hparams.packed)
 
 
 def _check_mode(mode):

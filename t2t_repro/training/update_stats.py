@@ -51,16 +51,29 @@ def token_sums(targets, logits, losses, nll):
 
 
 def length_moments(features, target_mask):
-    """[Σ s, Σ s², Σ t², Σ s·t] over rows, from the real source lengths s and target lengths t
-    (s = 0 when the inputs are not a features dict with "inputs")."""
-    target_lengths = ops.sum(target_mask, axis=-1)
-    if isinstance(features, dict) and "inputs" in features:
-        source_lengths = ops.sum(ops.cast(ops.not_equal(features["inputs"], 0), "float32"),
-                                 axis=-1)
+    """[Σ s, Σ s², Σ t², Σ s·t] over the sentence pairs, from their real source lengths s and
+    target lengths t (s = 0 when the inputs are not a features dict with "inputs"); a packed
+    row's pairs count one by one."""
+    if isinstance(features, dict) and "inputs_segmentation" in features:
+        source_lengths, target_lengths = (_segment_lengths(features["inputs_segmentation"]),
+                                          _segment_lengths(features["targets_segmentation"]))
     else:
-        source_lengths = ops.zeros_like(target_lengths)
+        target_lengths = ops.sum(target_mask, axis=-1)
+        if isinstance(features, dict) and "inputs" in features:
+            source_lengths = ops.sum(ops.cast(ops.not_equal(features["inputs"], 0), "float32"),
+                                     axis=-1)
+        else:
+            source_lengths = ops.zeros_like(target_lengths)
     return [ops.sum(source_lengths), ops.sum(source_lengths ** 2),
             ops.sum(target_lengths ** 2), ops.sum(source_lengths * target_lengths)]
+
+
+def _segment_lengths(segmentation):
+    """[rows, length] segment ids (0: padding) -> [rows, length]: the length of segment k + 1 at
+    column k (a row holds at most `length` segments)."""
+    length = ops.shape(segmentation)[1]
+    one_hot = ops.one_hot(ops.cast(segmentation, "int32") - 1, length)  # padding: all zeros
+    return ops.sum(one_hot, axis=1)
 
 
 def batch_stats(features, targets, logits, losses, nll):

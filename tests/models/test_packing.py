@@ -13,6 +13,7 @@ from t2t_repro.hparams import create_hparams
 from t2t_repro.layers.positional import sinusoidal_position_encoding
 from t2t_repro.models.transformer import Transformer
 from t2t_repro.training.losses import smoothed_loss_and_nll, token_mask
+from t2t_repro.training.update_stats import length_moments
 
 VOCAB = 29
 # Sources and targets end in EOS (1); lengths chosen so that rows of 12 hold 2 or 3 pairs.
@@ -131,3 +132,13 @@ def test_positions_restart_at_each_pair():
         ops.zeros((1, 12, 64)), positions=packed["inputs_position"][:1]))
     table = ops.convert_to_numpy(sinusoidal_position_encoding(12, 64))
     np.testing.assert_array_equal(embedded[0, :7], table[[0, 1, 2, 3, 0, 1, 2]])
+
+
+def test_a_packed_batch_reports_the_length_moments_of_its_pairs():
+    """The FLOP count's Σ s, Σ s², Σ t², Σ s·t go over pairs, not rows."""
+    packed, unpacked = pack_pairs(PAIRS, 12), padded(PAIRS)
+    moments = [float(m) for m in length_moments(packed, token_mask(packed["targets"]))]
+    sources, targets = (np.array([len(pair[side]) for pair in PAIRS]) for side in (0, 1))
+    expected = [sources.sum(), (sources**2).sum(), (targets**2).sum(), (sources * targets).sum()]
+    assert moments == expected
+    assert [float(m) for m in length_moments(unpacked, token_mask(unpacked["targets"]))] == expected

@@ -11,7 +11,9 @@ union (`union_*`). From that checkpoint's weights this writes to OUTPUT_DIR/resu
   OUTPUT_DIR/jax-step.weights.h5, for TensorFlow to read back);
 - accumulated_*: after one update from the two micro-batches (accumulation_steps=2), clipped
   to clip_norm;
-- two_devices_*: after one update on the union split over 2 devices by `DataParallel`.
+- two_devices_*: after one update on the union split over 2 devices by `DataParallel`;
+- packed_*: after one update on the union's pairs packed into rows (`packed_*` in CASES.npz,
+  the keys of `pair_packing.PACKED_KEYS`).
 """
 
 import os
@@ -31,8 +33,9 @@ from t2t_repro.training.jax.train_step import JaxTrainStep  # noqa: E402
 
 
 def batch(cases, name):
-    inputs, targets = cases[f"{name}_inputs"], cases[f"{name}_targets"]
-    return {"inputs": inputs, "targets": targets}, targets
+    features = {key[len(name) + 1:]: cases[key] for key in cases.files
+                if key.startswith(f"{name}_")}
+    return features, features["targets"]
 
 
 def one_update(model, batches, **options):
@@ -70,6 +73,10 @@ place = data_parallel_placement(jax.devices()[:2])
 loss, weights = one_update(restored_model(), [union], place_batch=place)
 results["two_devices_loss"] = loss
 results.update({f"two_devices_weight_{i}": w for i, w in enumerate(weights)})
+
+loss, weights = one_update(restored_model(), [batch(cases, "packed")])
+results["packed_loss"] = loss
+results.update({f"packed_weight_{i}": w for i, w in enumerate(weights)})
 
 np.savez(os.path.join(output_dir, "results.npz"), **results)
 exit_if_tensorflow_was_imported()

@@ -14,12 +14,14 @@ import pytest
 import tensorflow as tf
 
 from step_cases import HPARAMS, micro_batch, new_model, token_counts, union
+from t2t_repro.data.pair_packing import pack_pairs
 from t2t_repro.hparams import create_hparams
 from t2t_repro.training import checkpoints
 from t2t_repro.training.tensorflow.train_step import TensorFlowTrainStep
 
 TOLERANCE = 1e-5  # float32 matmuls in another order, on another backend
 CLIP_NORM = 0.05  # well below the tiny model's first gradient norm, so clipping acts
+PACKED_ROW_LENGTH = 16  # the union batch's 8 pairs (sources <= 7, targets <= 9) in fewer rows
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO_ROOT = os.path.dirname(os.path.dirname(HERE))
 
@@ -56,8 +58,10 @@ def jax_results(tmp_path_factory):
     model = new_model(hparams)
     checkpoint = str(directory / "initial.weights.h5")
     model.save_weights(checkpoint)
+    packed = packed_union(whole)
     arrays = {f"{name}_{key}": value for name, (features, _) in
-              (("a", parts[0]), ("b", parts[1]), ("union", whole)) for key, value in features.items()}
+              (("a", parts[0]), ("b", parts[1]), ("union", whole), ("packed", packed))
+              for key, value in features.items()}
     np.savez(directory / "cases.npz", checkpoint=checkpoint, hparams=HPARAMS,
              clip_norm=CLIP_NORM, **arrays)
     result = subprocess.run(
@@ -66,7 +70,17 @@ def jax_results(tmp_path_factory):
     assert result.returncode == 0, result.stderr[-3000:]
     results = np.load(directory / "results.npz")
     return {"results": results, "directory": directory, "hparams": hparams, "whole": whole,
-            "checkpoint": checkpoint}
+            "packed": packed, "checkpoint": checkpoint}
+
+
+def packed_union(batch):
+    """`batch`'s pairs (padding stripped) packed into rows of PACKED_ROW_LENGTH."""
+    features, _ = batch
+    pairs = [(source[source != 0], target[target != 0])
+             for source, target in zip(features["inputs"], features["targets"])]
+    packed = pack_pairs(pairs, PACKED_ROW_LENGTH)
+    assert len(packed["targets"]) < len(pairs)  # some rows hold several pairs
+    return packed, packed["targets"]
 
 
 def weights_of(results, name):
@@ -95,6 +109,21 @@ def test_one_adam_step_under_jax_equals_one_under_tensorflow(jax_results, jax_ca
     initial = new_model(jax_results["hparams"])
     initial.load_weights(jax_results["checkpoint"])
     assert largest_difference(initial.get_weights(), weights) > 100 * TOLERANCE  # it moved
+
+
+def test_a_packed_batch_takes_the_unpacked_batchs_step_under_both_backends(jax_results):
+    """The union batch's pairs packed into fewer rows: one update under TensorFlow and one
+    under JAX give the weights of TensorFlow's update on the ordinary padded batch."""
+    unpacked = new_model(jax_results["hparams"])
+    unpacked.load_weights(jax_results["checkpoint"])
+    loss = tensorflow_update(unpacked, jax_results["whole"])
+    packed = new_model(jax_results["hparams"])
+    packed.load_weights(jax_results["checkpoint"])
+    assert tensorflow_update(packed, jax_results["packed"]) == pytest.approx(loss, abs=1e-6)
+    assert largest_difference(packed.get_weights(), unpacked.get_weights()) < TOLERANCE
+    results = jax_results["results"]
+    assert float(results["packed_loss"]) == pytest.approx(loss, rel=TOLERANCE)
+    assert largest_difference(weights_of(results, "packed"), unpacked.get_weights()) < TOLERANCE
 
 
 def test_two_clipped_micro_batches_under_jax_equal_one_clipped_tensorflow_step(jax_results):
