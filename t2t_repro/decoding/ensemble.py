@@ -4,9 +4,9 @@ mean of the models' next-token probabilities.
 `Ensemble` has the methods of `Transformer` that searching and scoring call (`encode`,
 `decode`, `memory_key_values`, `empty_decode_cache`, `reorder_decode_cache`, `decode_step`,
 `check_length`, `max_positions`, `variables`), so any search or the scorer takes it in place of
-a model. Its "logits" are already log-probabilities; a log-softmax leaves them as they are.
-Each model's probabilities are over the tokens that can be output (never the padding id 0), as
-the search normalises them, so an ensemble of one model decodes and scores as the model.
+a model. Its "logits" are already log-probabilities (each model's softmax over the whole
+vocabulary, averaged), which a log-softmax leaves as they are; so an ensemble of one model
+decodes and scores as the model.
 
 The models may differ in everything but their vocabularies. Their encoder outputs travel
 through the search as one tensor, side by side on the last axis, and are split again here.

@@ -2,9 +2,10 @@
 
 Every target position's distribution comes from one forward pass of the whole batch (the
 decoder reads the target shifted right), not from a step-by-step search. A target's score is
-the sum of its pieces' log-probabilities, EOS included, in nats; the probabilities are those
-the beam search normalises over (every id but the padding id 0), so a search hypothesis scores
-here what the search summed for it.
+the sum of its pieces' log-probabilities, EOS included, in nats, under the softmax over the
+whole vocabulary, as training's loss and CTranslate2's `score_batch` take them. (The beam search
+renormalises over the ids it may output, every one but the padding id 0, whose probability a
+trained model makes negligible: a hypothesis's score there is higher by -log(1 - P(0)) a step.)
 """
 
 import numpy as np
@@ -15,16 +16,10 @@ from t2t_repro.decoding.transformer_search import padded_length
 from t2t_repro.models.transformer import shift_right
 from t2t_repro.names import PAD_ID
 
-# Finite, as the beam search's, so that sums of "impossible" log-probabilities never give NaN.
-NEG_INF = -1e9
-
 
 def output_log_probs(logits):
-    """Log-probabilities [..., vocab] of the tokens that can be output: the log-softmax of
-    `logits` with the padding id excluded, as the beam search takes it."""
-    never = ops.arange(ops.shape(logits)[-1]) == PAD_ID
-    logits = ops.where(never, NEG_INF, ops.cast(logits, "float32"))
-    return logits - ops.logsumexp(logits, axis=-1, keepdims=True)
+    """Log-probabilities [..., vocab] in float32: the log-softmax of `logits`."""
+    return ops.log_softmax(ops.cast(logits, "float32"), axis=-1)
 
 
 def graph_score(model, inputs, targets):
