@@ -11,6 +11,11 @@ or a directory such as avg_checkpoints' output). With --decode_reference it prin
 problem's scores: sacreBLEU and the paper's tokenized BLEU for translation. A source longer
 than --max_input_tokens (default: hparam max_length) is an error naming its line, never
 truncated; --decode_to_file is checked before anything is decoded.
+
+With --score_file (lines `source<TAB>target`) it scores given translations instead: one line
+per input, the target's log-probability given the source in nats (summed over its pieces, EOS
+included) and its number of pieces, tab-separated. --checkpoint_path=A,B,... decodes or scores
+with an ensemble of several runs or checkpoints (the log of the mean of their probabilities).
 """
 
 import sys
@@ -21,8 +26,10 @@ quiet_tensorflow.import_tensorflow()  # before anything imports it: see the modu
 
 from absl import flags  # noqa: E402
 
-from t2t_repro.cli import entry_point, output_paths, problem_flags, trained_run  # noqa: E402
+from t2t_repro.cli import (  # noqa: E402
+    ensemble_models, entry_point, output_paths, problem_flags, trained_run)
 from t2t_repro.decoding import file_decoding  # noqa: E402
+from t2t_repro.errors import ConfigurationError  # noqa: E402
 
 FLAGS = flags.FLAGS
 
@@ -32,6 +39,27 @@ flags.DEFINE_string("decode_to_file", None,
                     "Where the decodes go, one per line (default: stdout).")
 flags.DEFINE_string("decode_reference", None,
                     "Reference text aligned with --decode_from_file: print the problem's scores.")
+flags.DEFINE_string("score_file", None,
+                    "Score given translations instead of decoding: lines source<TAB>target; "
+                    "writes each target's log-probability (nats, EOS included) and its pieces.")
+
+
+def score(problem, decode_hparams):
+    """--score_file: every pair checked and encoded, then scored in batches."""
+    from t2t_repro.decoding import file_scoring
+    from t2t_repro.decoding.scoring import Scorer
+    from t2t_repro.decoding.text_decoding import input_limit
+
+    if FLAGS.decode_from_file or FLAGS.decode_reference:
+        raise ConfigurationError("--score_file scores given translations; it takes no "
+                                 "--decode_from_file or --decode_reference.")
+    pairs = file_scoring.read_score_pairs(problem, FLAGS.score_file)
+    checkpoint, model = ensemble_models.load_decoding_model(problem, trained_run.resolve_hparams())
+    file_scoring.check_pair_lengths(model, pairs, FLAGS.score_file,
+                                    input_limit(model, FLAGS.max_input_tokens))
+    print(f"Scoring with {checkpoint}.", file=sys.stderr)
+    file_scoring.score_file(Scorer(model), pairs, decode_hparams.batch_size,
+                            output_path=FLAGS.decode_to_file)
 
 
 def run():
@@ -41,11 +69,13 @@ def run():
         output_paths.check_output_file(FLAGS.decode_to_file, "--decode_to_file")
     problem = problem_flags.create_problem()
     problem.check_data()
-    hparams = trained_run.resolve_hparams()
     decode_hparams = create_decode_hparams(problem, FLAGS.decode_hparams)
+    if FLAGS.score_file:
+        return score(problem, decode_hparams)
+    hparams = trained_run.resolve_hparams()
     sources = (file_decoding.read_sources(problem, FLAGS.decode_from_file, FLAGS.decode_reference)
                if FLAGS.decode_from_file else None)
-    checkpoint, model = trained_run.load_model(problem, hparams)
+    checkpoint, model = ensemble_models.load_decoding_model(problem, hparams)
     max_input_tokens = input_limit(model, FLAGS.max_input_tokens)
     if sources is not None:
         file_decoding.check_source_lengths(model, sources[1], FLAGS.decode_from_file,

@@ -16,6 +16,7 @@ BEST_RECORD_FILENAME = "best.json"  # in BEST_SUBDIR: its step, metric, value an
 # The exported SavedModel's signatures (and TF Serving's default signature name).
 BEST_SIGNATURE = "serving_default"
 BEAMS_SIGNATURE = "beams"
+SCORE_SIGNATURE = "score"
 
 # Ids every vocabulary reserves: padding (also the decoder's start symbol) and end of sequence.
 PAD_ID = 0

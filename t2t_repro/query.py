@@ -1,15 +1,20 @@
 """Translates text with a running server, as tensor2tensor's `t2t-query-server` does.
 
     python -m t2t_repro.query --server=http://127.0.0.1:8501 --model_name=default \\
-        [--inputs_file=F] [--signature_name=serving_default] [--batch_size=16] [--timeout=300]
+        [--inputs_file=F] [--signature_name=serving_default | --score] [--batch_size=16] \\
+        [--timeout=300]
 
 Reads the lines of --inputs_file, or of stdin (split as the decoder splits them), sends them
 --batch_size at a time to `python -m t2t_repro.serve` (or TF Serving) and prints one
 translation per line, in order; with --signature_name=beams, every beam and its score,
-tab-separated, as the decoder's `return_beams` prints them. Typed at a terminal, each line is
+tab-separated, as the decoder's `return_beams` prints them. With --score each line is
+`source<TAB>target`, sent to the export's `score` signature, and printed is the target's
+log-probability given the source (nats, EOS included) and its pieces, tab-separated, as the
+decoder's --score_file writes them. Typed at a terminal, each line is
 sent as it is entered. A server error stops the run with a non-zero status (at a terminal it is
-reported and the session goes on); when the server rejects a line (a 400), the translations of
-the lines before it are printed and the error names its line. Needs no TensorFlow.
+reported and the session goes on); when the server rejects a line (a 400), or a --score line
+has not exactly one tab, the translations of the lines before it are printed and the error
+names its line. Needs no TensorFlow.
 """
 
 import itertools
@@ -19,10 +24,11 @@ from http import HTTPStatus
 from absl import flags
 
 from t2t_repro.cli import entry_point, run_flags  # noqa: F401 (run_flags: --model_name)
-from t2t_repro.utils.text_lines import beams_line
 from t2t_repro.cli.entry_point import FlagAlias, apply_flag_aliases, check_usage
-from t2t_repro.serving.client import BEST_SIGNATURE, QueryError, ServerError, predict
-from t2t_repro.utils.text_lines import TextLinesError, iter_lines
+from t2t_repro.errors import ConfigurationError
+from t2t_repro.serving.client import BEST_SIGNATURE, QueryError, ServerError, predict, score
+from t2t_repro.utils.text_lines import (TextLinesError, beams_line, iter_lines, score_line,
+                                        source_target_pair)
 
 FLAGS = flags.FLAGS
 
@@ -31,6 +37,8 @@ flags.DEFINE_string("inputs_file", None, "Text to translate, one sentence per li
                     "it, lines are read from stdin.")
 flags.DEFINE_string("signature_name", BEST_SIGNATURE,
                     "serving_default (the best translation) or beams (every beam, scored).")
+flags.DEFINE_bool("score", False, "Score given translations: lines source<TAB>target, sent to "
+                  "the score signature; prints each target's log-probability and pieces.")
 flags.DEFINE_integer("batch_size", 16, "Lines sent in one request.", lower_bound=1)
 flags.DEFINE_float("timeout", 300.0, "Seconds to wait for the server's answer to one request.",
                    lower_bound=0.001)
@@ -60,27 +68,37 @@ def batches(lines, batch_size):
 
 
 def print_translations(texts):
-    """Sends `texts` in one request and prints their translations."""
-    answers = predict(FLAGS.server, FLAGS.model_name, texts, FLAGS.signature_name, FLAGS.timeout)
-    print("\n".join(map(answer_line, answers)), flush=True)
+    """Sends `texts` in one request and prints their translations (with --score: the scores
+    of the pairs they are; a ValueError for a line that is not one)."""
+    if FLAGS.score:
+        pairs = [source_target_pair(text) for text in texts]
+        lines = [score_line(*answer) for answer in score(FLAGS.server, FLAGS.model_name, pairs,
+                                                           FLAGS.timeout)]
+    else:
+        lines = map(answer_line, predict(FLAGS.server, FLAGS.model_name, texts,
+                                         FLAGS.signature_name, FLAGS.timeout))
+    print("\n".join(lines), flush=True)
 
 
 def print_translation(number, text, label):
     """Sends line `number` of `label` alone and prints its translation; the server's refusal
-    of it is a QueryError naming the line."""
+    of it, or a --score line that is not a pair, is a QueryError naming the line."""
     try:
         print_translations([text])
     except ServerError as error:
         if error.status != HTTPStatus.BAD_REQUEST:
             raise
         raise QueryError(f"{label} line {number}: {error}") from None
+    except ValueError as error:
+        raise QueryError(f"{label} line {number}: {error}") from None
 
 
 def translate(numbered_lines, batch_size, label):
     """Prints the translations of `numbered_lines` ((line number, text) pairs of the stream
     `label`), a batch at a time; the first error ends the run. A batch the server rejects as
-    bad (400) is sent again line by line, so that the lines before the bad one are printed and
-    the error names its line rather than its place in the batch."""
+    bad (400), or with a line that is not a pair to score, is sent again line by line, so that
+    the lines before the bad one are printed and the error names its line rather than its
+    place in the batch."""
     for batch in batches(numbered_lines, batch_size):
         if len(batch) > 1:
             try:
@@ -89,6 +107,8 @@ def translate(numbered_lines, batch_size, label):
             except ServerError as error:
                 if error.status != HTTPStatus.BAD_REQUEST:
                     raise
+            except ValueError:
+                pass
         for number, text in batch:
             print_translation(number, text, label)
 
@@ -110,6 +130,9 @@ def translate_interactively():
 def main(argv):
     check_usage(argv)
     apply_flag_aliases(ALIASES)
+    if FLAGS.score and FLAGS["signature_name"].present:
+        raise ConfigurationError("--score sends every line to the score signature; give no "
+                                 "--signature_name with it.")
     if FLAGS.inputs_file:
         with open(FLAGS.inputs_file, "rb") as binary:
             translate(enumerate(iter_lines(binary, FLAGS.inputs_file), 1), FLAGS.batch_size,

@@ -22,6 +22,8 @@ BACKEND_AGNOSTIC = {
     "t2t_repro.decoding",
     "t2t_repro.decoding.beam_search",
     "t2t_repro.decoding.compiled",
+    "t2t_repro.decoding.ensemble",
+    "t2t_repro.decoding.scoring",
     "t2t_repro.decoding.text_decoding",
     "t2t_repro.decoding.transformer_search",
     "t2t_repro.hparams",

@@ -37,6 +37,9 @@ def resolve_checkpoint():
     from t2t_repro.training.checkpoints import named_checkpoint
 
     path = FLAGS.checkpoint_path or FLAGS.output_dir
+    if "," in path:
+        raise ConfigurationError(f"--checkpoint_path={path} names several checkpoints (an "
+                                 f"ensemble), which only the decoder takes; name one.")
     if os.path.isfile(path):
         check_checkpoint_file(path, "--checkpoint_path" if FLAGS.checkpoint_path else
                               "--output_dir")

@@ -111,6 +111,11 @@ class Problem:
         what the problem accepts."""
         raise NotImplementedError
 
+    def encode_target(self, text):
+        """Target text -> ids ending in EOS, as training encodes targets (to score a given
+        translation): the source encoding unless a problem's targets have a codec of their own."""
+        return self.encode(text)
+
     def decode(self, ids):
         """Target ids -> text, stopping at the first EOS and dropping padding."""
         raise NotImplementedError

@@ -17,15 +17,16 @@ from t2t_repro.utils.text_lines import iter_lines, read_lines
 
 class ProgressPrinter:
     """`(done, total)` progress lines on `stream` (default stderr): sentences and sentences
-    per second."""
+    per second, `verb` ("decoded", "scored") saying what was done to them."""
 
-    def __init__(self, stream=None):
+    def __init__(self, stream=None, verb="decoded"):
         self.stream = sys.stderr if stream is None else stream
+        self.verb = verb
         self.start = time.monotonic()
 
     def __call__(self, done, total):
         elapsed = time.monotonic() - self.start
-        print(f"decoded {done}/{total} sentences ({done / max(elapsed, 1e-9):.1f}/s, "
+        print(f"{self.verb} {done}/{total} sentences ({done / max(elapsed, 1e-9):.1f}/s, "
               f"{elapsed:.0f} s)", file=self.stream, flush=True)
 
 

@@ -1,7 +1,8 @@
 """A client of the REST API that `python -m t2t_repro.serve` and TF Serving speak.
 
 `predict` sends texts in one `POST /v1/models/NAME:predict` (`{"instances": [...]}`) and gives
-back each input's translation. The request and reply helpers are shared with the serving
+back each input's translation; `score` sends (source, target) pairs to the `score` signature
+and gives back each target's log-probability and pieces. The request and reply helpers are shared with the serving
 benchmark, which keeps its own connections open. Standard library only: a client machine needs
 nothing of this project's dependencies.
 """
@@ -13,7 +14,7 @@ import urllib.parse
 import urllib.request
 
 from t2t_repro.errors import UserError
-from t2t_repro.names import BEST_SIGNATURE
+from t2t_repro.names import BEST_SIGNATURE, SCORE_SIGNATURE
 
 START_HINT = "start one with `python -m t2t_repro.serve --export_dir=RUN/export`"
 
@@ -38,9 +39,10 @@ def predict_path(model_name):
     return f"/v1/models/{urllib.parse.quote(model_name, safe='')}:predict"
 
 
-def request_body(texts, signature_name=BEST_SIGNATURE):
-    """The JSON of a row-format predict request for `texts`, as bytes."""
-    return json.dumps({"signature_name": signature_name, "instances": list(texts)}).encode()
+def request_body(instances, signature_name=BEST_SIGNATURE):
+    """The JSON of a row-format predict request for `instances` (texts, or {input name: text}
+    each), as bytes."""
+    return json.dumps({"signature_name": signature_name, "instances": list(instances)}).encode()
 
 
 def error_text(body):
@@ -52,16 +54,16 @@ def error_text(body):
         return text.strip() or "(empty reply)"
 
 
-def parse_predictions(status, body, count):
+def parse_predictions(status, body, count, answer=None):
     """Each input's answer from a reply: `(text, score)`, or for a signature giving every
-    beam, a list of them, best first. Raises ServerError for an error reply and QueryError for
-    one that is not `count` predictions."""
+    beam, a list of them, best first; `answer(prediction)` makes another signature's answer
+    from its {output name: value}. Raises ServerError for an error reply and QueryError for one
+    that is not `count` predictions."""
     if status != 200:
         raise ServerError(error_text(body), status)
+    answer = answer or (lambda prediction: _answer(prediction["outputs"], prediction["scores"]))
     try:
-        predictions = json.loads(body)["predictions"]
-        answers = [_answer(prediction["outputs"], prediction["scores"])
-                   for prediction in predictions]
+        answers = [answer(prediction) for prediction in json.loads(body)["predictions"]]
     except (ValueError, KeyError, TypeError) as error:
         raise QueryError(f"unexpected reply ({error!r}): {body[:200]!r}") from None
     if len(answers) != count:
@@ -79,14 +81,30 @@ def predict(server, model_name, texts, signature_name=BEST_SIGNATURE, timeout=No
     """Translates `texts` with one request to `server` (e.g. `http://127.0.0.1:8501`); returns
     `parse_predictions`' answers in order. Raises ServerError when the server rejects the
     request, QueryError when it cannot be reached or does not answer within `timeout` s."""
-    if not texts:
+    return _predict(server, model_name, texts, signature_name, timeout)
+
+
+def _score_answer(prediction):
+    return float(prediction["scores"]), int(prediction["lengths"])
+
+
+def score(server, model_name, pairs, timeout=None):
+    """Scores `(source, target)` pairs with one request to the `score` signature; returns each
+    target's `(log-probability, pieces)` in order. Errors as `predict`'s."""
+    return _predict(server, model_name,
+                    [{"inputs": source, "targets": target} for source, target in pairs],
+                    SCORE_SIGNATURE, timeout, _score_answer)
+
+
+def _predict(server, model_name, instances, signature_name, timeout, answer=None):
+    if not instances:
         return []
     url = server.rstrip("/") + predict_path(model_name)
-    request = urllib.request.Request(url, data=request_body(texts, signature_name),
+    request = urllib.request.Request(url, data=request_body(instances, signature_name),
                                      headers={"Content-Type": "application/json"})
     try:
         with _OPENER.open(request, timeout=timeout) as reply:
-            return parse_predictions(reply.status, reply.read(), len(texts))
+            return parse_predictions(reply.status, reply.read(), len(instances), answer)
     except urllib.error.HTTPError as error:
         raise ServerError(error_text(error.read()), error.code) from None
     except urllib.error.URLError as error:

@@ -5,11 +5,14 @@ input limit checked, the cached beam search (`TransformerBeamSearch.graph_decode
 `while_loop`) with the decode hparams baked in, and detokenization. Loading it needs TensorFlow
 and TensorFlow Text only.
 
-Signatures, both taking `inputs` tf.string [batch]:
+Signatures, taking `inputs` tf.string [batch]:
     serving_default  `outputs` tf.string [batch] (the best hypothesis), `scores` float32 [batch]
     beams            `outputs` tf.string [batch, beam], `scores` float32 [batch, beam], best first
 A score is log P / ((5 + length) / 6)^alpha, as the decoder's `return_beams` prints it. Empty and
 whitespace-only inputs give an empty output and score 0.
+    score            also `targets` tf.string [batch]: `scores` float32 [batch], each target's
+                     log P(target | input) in nats, EOS included (as the decoder's --score_file
+                     writes it), and `lengths` int32 [batch], its pieces.
 """
 
 import json
@@ -19,10 +22,11 @@ import time
 import tensorflow as tf
 
 from t2t_repro.utils.atomic_files import atomic_path
+from t2t_repro.decoding.scoring import graph_score
 from t2t_repro.decoding.text_decoding import create_search, input_limit
 from t2t_repro.names import EOS_ID
 from t2t_repro.errors import UserError
-from t2t_repro.names import BEAMS_SIGNATURE, BEST_SIGNATURE
+from t2t_repro.names import BEAMS_SIGNATURE, BEST_SIGNATURE, SCORE_SIGNATURE
 
 EXPORT_INFO_FILE = os.path.join("assets.extra", "export_info.json")
 
@@ -40,10 +44,14 @@ class TextToTextModule(tf.Module):
         self.max_input_tokens = input_limit(model, max_input_tokens)
         self.model_variables = [variable.value for variable in model.variables]
         self.text = problem.graph_text()
+        self._model = model
         self._search = create_search(model, decode_hparams)
         spec = tf.TensorSpec([None], tf.string, name="inputs")
         self.beams = tf.function(self._beams, input_signature=[spec], autograph=False)
         self.best = tf.function(self._best, input_signature=[spec], autograph=False)
+        self.score = tf.function(
+            self._score, autograph=False,
+            input_signature=[spec, tf.TensorSpec([None], tf.string, name="targets")])
 
     def _best(self, inputs):
         beams = self._beams(inputs)
@@ -59,13 +67,26 @@ class TextToTextModule(tf.Module):
         return {"outputs": tf.where(blank[:, None], "", texts),
                 "scores": tf.where(blank[:, None], 0.0, scores)}
 
-    def _check_lengths(self, lengths):
-        """Fails the call, naming the first input too long and the limit; never truncates."""
-        too_long = lengths > self.max_input_tokens
+    def _score(self, inputs, targets):
+        ids = [self.text.encode(texts) for texts in (inputs, targets)]
+        ids = [tf.concat([row, tf.fill([row.nrows(), 1], EOS_ID)], axis=1) for row in ids]
+        checks = [self._check_lengths(ids[0].row_lengths())]
+        if self._model.max_positions is not None:
+            checks.append(self._check_lengths(ids[1].row_lengths(), self._model.max_positions,
+                                              "target", "hparam max_length"))
+        with tf.control_dependencies(checks):
+            scores, lengths = graph_score(self._model, ids[0].to_tensor(), ids[1].to_tensor())
+        return {"scores": scores, "lengths": lengths}
+
+    def _check_lengths(self, lengths, limit=None, what="input", limit_name="max_input_tokens"):
+        """Fails the call, naming the first `what` longer than `limit` (default
+        max_input_tokens) and the limit; never truncates."""
+        limit = self.max_input_tokens if limit is None else limit
+        too_long = lengths > limit
         first = tf.argmax(tf.cast(too_long, tf.int32))
         message = tf.strings.format(
-            "input {} has {} tokens (EOS included), more than this model takes: "
-            f"max_input_tokens={self.max_input_tokens}. Split or shorten it.",
+            f"{what} {{}} has {{}} tokens (EOS included), more than this model takes: "
+            f"{limit_name}={limit}. Split or shorten it.",
             (first, tf.gather(lengths, first)),
         )
         return tf.debugging.Assert(tf.logical_not(tf.reduce_any(too_long)), [message])
@@ -93,7 +114,8 @@ def write_export(module, export_dir, version, info):
     os.makedirs(export_dir, exist_ok=True)
     with atomic_path(target) as temporary:
         tf.saved_model.save(module, temporary, signatures={BEST_SIGNATURE: module.best,
-                                                           BEAMS_SIGNATURE: module.beams})
+                                                           BEAMS_SIGNATURE: module.beams,
+                                                           SCORE_SIGNATURE: module.score})
         os.makedirs(os.path.join(temporary, "assets.extra"))
         with open(os.path.join(temporary, EXPORT_INFO_FILE), "w") as f:
             json.dump(info, f, indent=1)

@@ -44,3 +44,18 @@ def read_lines(path):
 def beams_line(beams):
     """`[(text, score), ...]` -> `text<TAB>score<TAB>text<TAB>score...`, scores to 4 decimals."""
     return "\t".join(f"{text}\t{score:.4f}" for text, score in beams)
+
+
+def source_target_pair(line):
+    """`source<TAB>target` (a line to score) -> `(source, target)`; a ValueError saying what is
+    wrong unless the line has exactly one tab."""
+    fields = line.split("\t")
+    if len(fields) != 2:
+        raise ValueError(f"it has {len(fields) - 1} tabs; a line to score is source<TAB>target, "
+                         f"with exactly one tab")
+    return fields[0], fields[1]
+
+
+def score_line(score, length):
+    """A scored pair's output line: its log-probability to 6 decimals, a tab, its pieces."""
+    return f"{score:.6f}\t{length}"

@@ -1,7 +1,9 @@
 """Runs an exported model the way a serving process would, importing only TensorFlow and
 TensorFlow Text: `python run_export.py EXPORT_VERSION_DIR` with a JSON list of input texts on
-stdin; prints JSON: each signature's outputs and input/output specs, the error of each input
-given alone where it fails, and which modules of this project got imported (none should)."""
+stdin, or an object {"inputs": [...], "targets": [...]} of as many input and target texts;
+prints JSON: each signature's outputs and input/output specs (the `score` signature's on the
+(input, target) pairs, when targets are given), the error of each input given alone where it
+fails, and which modules of this project got imported (none should)."""
 
 import json
 import sys
@@ -25,20 +27,35 @@ def answer(signature, texts):
             "scores": outputs["scores"].numpy().tolist()}
 
 
+def scores(signature, texts, targets):
+    outputs = signature(inputs=tf.constant(texts, tf.string),
+                        targets=tf.constant(targets, tf.string))
+    return {name: outputs[name].numpy().tolist() for name in ("scores", "lengths")}
+
+
 def main():
-    texts = json.load(sys.stdin)
+    request = json.load(sys.stdin)
+    texts = request["inputs"] if isinstance(request, dict) else request
+    targets = request.get("targets") if isinstance(request, dict) else None
     model = tf.saved_model.load(sys.argv[1])
     result = {"signatures": {}, "errors": {}}
     good = []
-    for text in texts:
+    for index, text in enumerate(texts):
         try:
             model.signatures["serving_default"](inputs=tf.constant([text]))
-            good.append(text)
+            good.append(index)
         except tf.errors.InvalidArgumentError as error:
             result["errors"][text] = error.message
     for name, signature in model.signatures.items():
-        result["signatures"][name] = {"specs": specs(signature), **answer(signature, good)}
-    result["inputs"] = good
+        if name == "score":
+            if targets is not None:
+                result["signatures"][name] = {
+                    "specs": specs(signature),
+                    **scores(signature, [texts[i] for i in good], [targets[i] for i in good])}
+            continue
+        result["signatures"][name] = {"specs": specs(signature),
+                                      **answer(signature, [texts[i] for i in good])}
+    result["inputs"] = [texts[i] for i in good]
     result["project_modules"] = sorted(
         name for name in sys.modules if name.split(".")[0] in ("t2t_repro", "problems", "hparams"))
     print(json.dumps(result))

@@ -1,7 +1,7 @@
 """`python -m t2t_repro.exporter` on briefly trained models: the SavedModel, run in a fresh
 process that imports only TensorFlow and TensorFlow Text, answers exactly as the decoder CLI
-does with the same weights and decode hparams; its signatures, input limit, blank inputs, and
-versions that are never overwritten."""
+does with the same weights and decode hparams (its score signature as --score_file, served
+too); its signatures, input limit, blank inputs, and versions that are never overwritten."""
 
 import json
 import pathlib
@@ -37,7 +37,8 @@ def decoder_lines(problem_flags, output_dir, source_file, *flags):
 @pytest.fixture(scope="module")
 def ende(ende_run, ende_data_dir, shared_data_dir, tmp_path_factory):
     """conftest's ende_run (transformer_tiny trained 100 steps on Multi30k) exported; the first
-    SENTENCES test_2016_flickr lines, then BLANKS, in a file."""
+    SENTENCES test_2016_flickr lines, then BLANKS, in a file; and the German references of
+    those lines."""
     directory = tmp_path_factory.mktemp("export")
     problem_flags = ["--problem=translate_ende", f"--data_dir={ende_data_dir}"]
     exported = run_module("t2t_repro.exporter", *problem_flags, f"--output_dir={ende_run}",
@@ -45,16 +46,24 @@ def ende(ende_run, ende_data_dir, shared_data_dir, tmp_path_factory):
     assert exported.returncode == 0, exported.stderr
     lines = (shared_data_dir / "multi30k_ende" / "test_2016_flickr.en").read_text(
         encoding="utf-8").splitlines()[:SENTENCES]
+    references = (shared_data_dir / "multi30k_ende" / "test_2016_flickr.de").read_text(
+        encoding="utf-8").splitlines()[:SENTENCES]
     source_file = directory / "test.en"
     source_file.write_text("".join(line + "\n" for line in lines + BLANKS), encoding="utf-8")
-    return {"flags": problem_flags, "run": ende_run, "lines": lines,
-            "source_file": source_file, "version_dir": ende_run / "export" / "100"}
+    score_file = directory / "pairs.tsv"
+    score_file.write_text("".join(f"{en}\t{de}\n" for en, de in zip(lines, references)),
+                          encoding="utf-8")
+    return {"flags": problem_flags, "run": ende_run, "lines": lines, "references": references,
+            "source_file": source_file, "score_file": score_file,
+            "version_dir": ende_run / "export" / "100"}
 
 
 @pytest.fixture(scope="module")
 def ende_answers(ende):
     too_long = " ".join(["a man rides a horse"] * 20)
-    return run_export(ende["version_dir"], ende["lines"] + BLANKS + [too_long])
+    return run_export(ende["version_dir"], {
+        "inputs": ende["lines"] + BLANKS + [too_long],
+        "targets": ende["references"] + ["", "Ein Mann."] + [""]})
 
 
 def test_the_export_needs_nothing_of_this_package(ende_answers):
@@ -92,7 +101,33 @@ def test_signatures_take_and_return_strings(ende_answers):
         "beams": {"inputs": {"inputs": ["string", [None]]},
                   "outputs": {"outputs": ["string", [None, 2]],
                               "scores": ["float32", [None, 2]]}},
+        "score": {"inputs": {"inputs": ["string", [None]], "targets": ["string", [None]]},
+                  "outputs": {"scores": ["float32", [None]], "lengths": ["int32", [None]]}},
     }
+
+
+def decoder_scores(ende):
+    """(score, pieces) of each line of --score_file, as the decoder writes them."""
+    result = run_module("t2t_repro.decoder", *ende["flags"], f"--output_dir={ende['run']}",
+                        f"--score_file={ende['score_file']}")
+    assert result.returncode == 0, result.stderr
+    return [(float(score), int(pieces))
+            for score, pieces in (line.split("\t") for line in result.stdout.splitlines())]
+
+
+def test_the_score_signature_equals_the_decoder_score_file(ende, ende_answers):
+    score = ende_answers["signatures"]["score"]
+    expected = decoder_scores(ende)
+    assert score["lengths"][:SENTENCES] == [pieces for _, pieces in expected]
+    assert score["scores"][:SENTENCES] == pytest.approx([s for s, _ in expected], abs=1e-4)
+    assert len(set(score["lengths"])) >= 5, "real sentences of several lengths"
+    # Blank sources are scored too; a blank target is EOS alone.
+    import sentencepiece
+
+    pieces = sentencepiece.SentencePieceProcessor(
+        model_file=str(ende["version_dir"] / "assets" / "translate_ende.spm.model"))
+    assert score["lengths"][SENTENCES:] == [1, len(pieces.encode("Ein Mann.")) + 1]
+    assert all(value < 0 for value in score["scores"])
 
 
 def test_blank_inputs_give_empty_outputs(ende_answers):
@@ -155,6 +190,29 @@ def test_the_served_export_answers_as_the_decoder_cli(ende):
             answers = pool.map(lambda texts: predict(server.url, "ende", texts), requests)
             served = [text for answer in answers for text, _ in answer]
     assert served == expected[:SENTENCES]
+
+
+def test_the_server_answers_the_score_signature_as_query_score_prints_it(ende):
+    """`python -m t2t_repro.query --score` against the served export: the decoder's
+    --score_file lines; a line without a tab is an error naming it, after the lines before."""
+    from conftest import one_line_error
+    from t2t_repro.serving.local_server import LocalServer
+
+    expected = decoder_scores(ende)
+    with LocalServer([f"--export_dir={ende['run'] / 'export'}", "--model_name=ende"]) as server:
+        query = ["t2t_repro.query", f"--server={server.url}", "--model_name=ende", "--score"]
+        served = run_module(*query, f"--inputs_file={ende['score_file']}", "--batch_size=5")
+        malformed = run_module(*query, input=f"{ende['lines'][0]}\t{ende['references'][0]}\n"
+                                             "no tab here\n")
+    assert served.returncode == 0, served.stderr
+    answers = [line.split("\t") for line in served.stdout.splitlines()]
+    assert [int(pieces) for _, pieces in answers] == [pieces for _, pieces in expected]
+    assert [float(score) for score, _ in answers] == pytest.approx([s for s, _ in expected],
+                                                                   abs=1e-4)
+    assert "stdin line 2: it has 0 tabs" in one_line_error(malformed)
+    (first,) = [line.split("\t") for line in malformed.stdout.splitlines()]
+    assert int(first[1]) == expected[0][1]
+    assert float(first[0]) == pytest.approx(expected[0][0], abs=1e-4)
 
 
 def test_the_ctranslate2_conversion_translates_as_the_greedy_decoder_cli(ende):

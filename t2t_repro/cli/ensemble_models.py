@@ -1,0 +1,105 @@
+"""The decoder's model: one checkpoint, or with `--checkpoint_path=A,B,...` an ensemble of
+several (each a run's folder, a folder of checkpoints such as `<run>/best` or avg_checkpoints'
+output, or a checkpoint file).
+
+Each member is built with the hparams of the run it belongs to (the `hparams.json` beside its
+checkpoint or in the folder above; else --output_dir's), so members may differ in size. Their
+vocabularies must be one: a member whose run was trained on another vocabulary file is an
+error naming both, before any weights are loaded.
+"""
+
+import filecmp
+import os
+
+from absl import flags
+
+from t2t_repro import hparams as hparams_lib
+from t2t_repro.cli import trained_run
+from t2t_repro.cli.run_flags import recorded_flags
+from t2t_repro.errors import ConfigurationError
+
+FLAGS = flags.FLAGS
+
+
+def ensemble_paths():
+    """The members --checkpoint_path names when it names several (comma-separated), else None."""
+    path = FLAGS.checkpoint_path
+    if not path or "," not in path:
+        return None
+    return [member.strip() for member in path.split(",")]
+
+
+def member_checkpoint(path):
+    """The checkpoint file a member names: itself, or the newest in its folder."""
+    from t2t_repro.training.checkpoints import named_checkpoint
+
+    if not path or not os.path.exists(path):
+        raise ConfigurationError(f"--checkpoint_path member {path!r} does not exist; name runs, "
+                                 f"folders of checkpoints or checkpoint files, comma-separated.")
+    if os.path.isfile(path):
+        trained_run.check_checkpoint_file(path, f"--checkpoint_path member {path}")
+    return named_checkpoint(path)
+
+
+def member_run_dir(checkpoint):
+    """The run folder holding `checkpoint` (its hparams.json beside it or one folder above),
+    else None."""
+    folder = os.path.dirname(os.path.abspath(checkpoint))
+    for candidate in (folder, os.path.dirname(folder)):
+        if os.path.exists(os.path.join(candidate, hparams_lib.HPARAMS_FILENAME)):
+            return candidate
+    return None
+
+
+def member_vocabulary(run_dir):
+    """The vocabulary file of the problem `run_dir`'s flags.txt records (None: the run records
+    no problem, or its problem has no vocabulary file)."""
+    from t2t_repro import registry
+
+    recorded = recorded_flags(run_dir)
+    if "problem" not in recorded:
+        return None
+    if recorded["problem"] not in registry.problems:
+        raise ConfigurationError(
+            f"{run_dir} was trained on problem {recorded['problem']}, not registered here, so "
+            f"its vocabulary cannot be checked; give the --t2t_usr_dir that registers it.")
+    problem = registry.problems[recorded["problem"]](
+        data_dir=recorded.get("data_dir"), data_hparams=recorded.get("data_hparams", ""))
+    return getattr(problem, "vocabulary_path", None)
+
+
+def check_vocabulary(path, run_dir, problem):
+    """ConfigurationError naming the member `path` and both vocabulary files when the run it
+    belongs to was trained on another vocabulary than `problem` decodes with."""
+    theirs, ours = member_vocabulary(run_dir), getattr(problem, "vocabulary_path", None)
+    if theirs is None or theirs == ours:
+        return
+    if ours is None or not os.path.exists(theirs) or not filecmp.cmp(theirs, ours,
+                                                                       shallow=False):
+        raise ConfigurationError(
+            f"--checkpoint_path member {path} was trained with the vocabulary {theirs}, not "
+            f"{ours} that --problem decodes with; ensemble only models of one vocabulary.")
+
+
+def load_decoding_model(problem, hparams):
+    """`(what was loaded, model)`: the checkpoint and its Transformer, or for several members
+    their checkpoints and their `Ensemble`."""
+    from t2t_repro.decoding.ensemble import Ensemble
+    from t2t_repro.training.run import load_trained_model
+
+    paths = ensemble_paths()
+    if paths is None:
+        return trained_run.load_model(problem, hparams)
+    members = []
+    for path in paths:
+        checkpoint = member_checkpoint(path)
+        run_dir = member_run_dir(checkpoint)
+        if run_dir is not None:
+            check_vocabulary(path, run_dir, problem)
+        members.append((path, checkpoint, run_dir))
+    models = []
+    for path, checkpoint, run_dir in members:
+        member_hparams = hparams_lib.load(run_dir) if run_dir is not None else hparams
+        models.append(load_trained_model(FLAGS.model, member_hparams, problem, checkpoint))
+    description = f"an ensemble of {', '.join(checkpoint for _, checkpoint, _ in members)}"
+    return description, Ensemble(models, names=paths)
