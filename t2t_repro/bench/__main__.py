@@ -8,8 +8,9 @@ import sys
 from t2t_repro.utils import backend
 from t2t_repro.cli import quiet_tensorflow
 
-BENCHMARKS = {"decode": "t2t_repro.bench.decode", "pipeline": "t2t_repro.bench.pipeline",
-              "serve": "t2t_repro.bench.serve", "train": "t2t_repro.bench.train"}
+BENCHMARKS = {"decode": "t2t_repro.bench.decode", "packing": "t2t_repro.bench.packing",
+              "pipeline": "t2t_repro.bench.pipeline", "serve": "t2t_repro.bench.serve",
+              "train": "t2t_repro.bench.train"}
 JAX_BENCHMARKS = {"train": "t2t_repro.bench.train_jax"}
 
 
