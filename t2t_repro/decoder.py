@@ -23,6 +23,7 @@ from absl import flags  # noqa: E402
 
 from t2t_repro.cli import entry_point, output_paths, problem_flags, trained_run  # noqa: E402
 from t2t_repro.decoding import file_decoding  # noqa: E402
+from t2t_repro.errors import ConfigurationError  # noqa: E402
 
 FLAGS = flags.FLAGS
 
@@ -54,11 +55,26 @@ def run():
           f"alpha={decode_hparams.alpha}, extra_length={decode_hparams.extra_length}.",
           file=sys.stderr)
     search = create_search(model, decode_hparams)
+    aligner = alignment_of(model, problem, decode_hparams)
     if sources is not None:
         file_decoding.decode_file(problem, search, decode_hparams, *sources,
-                                  output_path=FLAGS.decode_to_file)
+                                  output_path=FLAGS.decode_to_file, aligner=aligner)
     else:
-        file_decoding.decode_interactively(problem, search, decode_hparams, max_input_tokens)
+        file_decoding.decode_interactively(problem, search, decode_hparams, max_input_tokens,
+                                           aligner=aligner)
+
+
+def alignment_of(model, problem, decode_hparams):
+    """The `Aligner` the decode hparams ask for (`return_alignments`), or None."""
+    from t2t_repro.decoding.alignments import Aligner
+
+    if not decode_hparams.return_alignments:
+        return None
+    if decode_hparams.return_beams:
+        raise ConfigurationError(
+            "decode hparams return_alignments and return_beams cannot be combined: an "
+            "alignment is written for the best hypothesis only; drop return_beams.")
+    return Aligner(model, problem, decode_hparams)
 
 
 def main(argv):
