@@ -48,6 +48,7 @@ def run():
                if FLAGS.decode_from_file else None)
     checkpoint, model = trained_run.load_model(problem, hparams)
     max_input_tokens = input_limit(model, FLAGS.max_input_tokens)
+    aligner = alignment_of(model, problem, decode_hparams)
     if sources is not None:
         file_decoding.check_source_lengths(model, sources[1], FLAGS.decode_from_file,
                                            max_input_tokens)
@@ -55,7 +56,6 @@ def run():
           f"alpha={decode_hparams.alpha}, extra_length={decode_hparams.extra_length}.",
           file=sys.stderr)
     search = create_search(model, decode_hparams)
-    aligner = alignment_of(model, problem, decode_hparams)
     if sources is not None:
         file_decoding.decode_file(problem, search, decode_hparams, *sources,
                                   output_path=FLAGS.decode_to_file, aligner=aligner)
