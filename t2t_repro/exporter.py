@@ -60,6 +60,11 @@ def export_saved_model(problem, hparams, checkpoint, model, target):
     from t2t_repro.serving.export import TextToTextModule, write_export
 
     decode_hparams = create_decode_hparams(problem, FLAGS.decode_hparams)
+    if decode_hparams.return_alignments:
+        raise ConfigurationError(
+            "decode hparam return_alignments applies to t2t_repro.decoder; a SavedModel "
+            "answers translations only. For attention outside TensorFlow, export "
+            "--export_format=ctranslate2 with alignment_layer and alignment_heads.")
     module = TextToTextModule(model, problem, decode_hparams, FLAGS.max_input_tokens)
     info = {
         "problem": problem.name,

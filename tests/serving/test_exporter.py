@@ -234,6 +234,16 @@ def test_a_flag_of_the_other_format_is_an_error(ende, tmp_path, flag, other_form
     assert not (tmp_path / "export").exists()
 
 
+def test_a_saved_model_with_alignments_is_an_error(ende, tmp_path):
+    refused = run_module("t2t_repro.exporter", f"--output_dir={ende['run']}",
+                         "--decode_hparams=return_alignments=true",
+                         f"--export_dir={tmp_path / 'export'}")
+    assert refused.returncode == 1 and "Traceback" not in refused.stderr
+    last_line = refused.stderr.strip().splitlines()[-1]
+    assert last_line.startswith("error: decode hparam return_alignments applies to t2t_repro.")
+    assert not (tmp_path / "export").exists()
+
+
 def test_flags_that_disagree_with_the_run_are_an_error_naming_both(ende, tmp_path):
     refused = run_module("t2t_repro.exporter", f"--output_dir={ende['run']}",
                          "--problem=translate_enfr", f"--export_dir={tmp_path / 'export'}")
