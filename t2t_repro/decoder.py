@@ -77,6 +77,7 @@ def run():
                if FLAGS.decode_from_file else None)
     checkpoint, model = ensemble_models.load_decoding_model(problem, hparams)
     max_input_tokens = input_limit(model, FLAGS.max_input_tokens)
+    aligner = alignment_of(model, problem, decode_hparams)
     if sources is not None:
         file_decoding.check_source_lengths(model, sources[1], FLAGS.decode_from_file,
                                            max_input_tokens)
@@ -86,9 +87,23 @@ def run():
     search = create_search(model, decode_hparams)
     if sources is not None:
         file_decoding.decode_file(problem, search, decode_hparams, *sources,
-                                  output_path=FLAGS.decode_to_file)
+                                  output_path=FLAGS.decode_to_file, aligner=aligner)
     else:
-        file_decoding.decode_interactively(problem, search, decode_hparams, max_input_tokens)
+        file_decoding.decode_interactively(problem, search, decode_hparams, max_input_tokens,
+                                           aligner=aligner)
+
+
+def alignment_of(model, problem, decode_hparams):
+    """The `Aligner` the decode hparams ask for (`return_alignments`), or None."""
+    from t2t_repro.decoding.alignments import Aligner
+
+    if not decode_hparams.return_alignments:
+        return None
+    if decode_hparams.return_beams:
+        raise ConfigurationError(
+            "decode hparams return_alignments and return_beams cannot be combined: an "
+            "alignment is written for the best hypothesis only; drop return_beams.")
+    return Aligner(model, problem, decode_hparams)
 
 
 def main(argv):

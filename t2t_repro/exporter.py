@@ -4,7 +4,8 @@
         [--checkpoint_path=RUN/avg] [--export_dir=RUN/export] [--version=N] \\
         [--decode_hparams="beam_size=4,alpha=0.6,extra_length=50"] [--max_input_tokens=N]
     python -m t2t_repro.exporter --output_dir=RUN --export_format=ctranslate2 \\
-        [--export_dir=RUN/ctranslate2] [--quantization=int8]
+        [--export_dir=RUN/ctranslate2] [--quantization=int8] \\
+        [--decode_hparams="alignment_layer=-1,alignment_heads=0"]
 
 `saved_model`: a SavedModel that takes text and returns text, in TF Serving's layout; the decode
 hparams are baked into the graph. Serve it with `python -m t2t_repro.serve` or TF Serving.
@@ -59,6 +60,11 @@ def export_saved_model(problem, hparams, checkpoint, model, target):
     from t2t_repro.serving.export import TextToTextModule, write_export
 
     decode_hparams = create_decode_hparams(problem, FLAGS.decode_hparams)
+    if decode_hparams.return_alignments:
+        raise ConfigurationError(
+            "decode hparam return_alignments applies to t2t_repro.decoder; a SavedModel "
+            "answers translations only. For attention outside TensorFlow, export "
+            "--export_format=ctranslate2 with alignment_layer and alignment_heads.")
     module = TextToTextModule(model, problem, decode_hparams, FLAGS.max_input_tokens)
     info = {
         "problem": problem.name,
@@ -74,12 +80,20 @@ def export_saved_model(problem, hparams, checkpoint, model, target):
 
 
 def export_ctranslate2(problem, hparams, checkpoint, model, target):
+    from t2t_repro.decoding.alignments import check_alignment_hparams
+    from t2t_repro.decoding.text_decoding import create_decode_hparams
     from t2t_repro.serving.ctranslate2_model import write_ctranslate2_model
 
+    # CTranslate2's return_attention: the decode hparams' alignment layer and heads.
+    decode_hparams = create_decode_hparams(problem, FLAGS.decode_hparams)
+    check_alignment_hparams(decode_hparams, len(model.decoder_layers), hparams.num_heads)
     info = {"problem": problem.name, "checkpoint": os.path.abspath(checkpoint),
             "hparams": hparams.values()}
-    write_ctranslate2_model(model, problem, target, FLAGS.quantization, info)
-    return f"quantization={FLAGS.quantization}"
+    write_ctranslate2_model(model, problem, target, FLAGS.quantization, info,
+                            alignment_layer=decode_hparams.alignment_layer,
+                            alignment_heads=decode_hparams.alignment_heads)
+    return (f"quantization={FLAGS.quantization}, alignment_layer="
+            f"{decode_hparams.alignment_layer}, alignment_heads={decode_hparams.alignment_heads}")
 
 
 EXPORTERS = {"saved_model": export_saved_model, "ctranslate2": export_ctranslate2}

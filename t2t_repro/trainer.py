@@ -41,7 +41,10 @@ flags.DEFINE_integer("eval_every", 1000, "Training steps between evaluations.")
 flags.DEFINE_enum("schedule", "train_and_evaluate", ["train_and_evaluate", "train", "evaluate"],
                   "What to run.")
 flags.DEFINE_bool("registry_help", False, "List registered problems, hparams sets and models.")
-flags.DEFINE_integer("save_checkpoints_steps", 1000, "Checkpoint every N steps (0: never).")
+flags.DEFINE_integer("save_checkpoints_steps", None,
+                     "Checkpoint every N steps (0: never; default: never for the paper's hparams "
+                     "sets, which checkpoint every --save_checkpoints_minutes alone as §6.1 "
+                     "says, 1000 for the others).")
 flags.DEFINE_float("save_checkpoints_minutes", 10.0, "Checkpoint every N minutes (0: never).")
 flags.DEFINE_integer("keep_checkpoint_max", 20, "How many of the newest checkpoints to keep.")
 flags.DEFINE_integer("log_every", 100, "Steps between progress lines and train summaries.")
@@ -225,6 +228,17 @@ def check_flag_values():
             f"{averaged_from} and average again, or evaluate and decode from {output_dir}.")
 
 
+def save_checkpoints_steps():
+    """--save_checkpoints_steps, or when not given the hparams set's default cadence."""
+    from t2t_repro import registry
+    from t2t_repro.training import checkpoints
+
+    if FLAGS.save_checkpoints_steps is not None:
+        return FLAGS.save_checkpoints_steps
+    return checkpoints.default_save_checkpoints_steps(
+        registry.hparams_sets[FLAGS.hparams_set], FLAGS.save_checkpoints_minutes)
+
+
 def run():
     """Trains or evaluates as the flags say, holding --output_dir's lock from the moment the
     model is built (`run_folder_lock`): one trainer at a time writes a run folder."""
@@ -251,7 +265,7 @@ def train_or_evaluate(claim_output_dir):
         jit_compile=FLAGS.jit_compile,
         seed=FLAGS.random_seed,
         model_name=FLAGS.model,
-        save_checkpoints_steps=FLAGS.save_checkpoints_steps,
+        save_checkpoints_steps=save_checkpoints_steps(),
         save_checkpoints_minutes=FLAGS.save_checkpoints_minutes,
         keep_checkpoint_max=FLAGS.keep_checkpoint_max,
         eval_every=FLAGS.eval_every,

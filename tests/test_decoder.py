@@ -127,3 +127,67 @@ def test_return_beams_writes_every_hypothesis_with_its_score(ende_data_dir, trai
         first, first_score, second, second_score = line.split("\t")
         assert first == best_line
         assert float(first_score) >= float(second_score)
+
+
+def pairs_of(alignment):
+    return [tuple(map(int, pair.split("-"))) for pair in alignment.split()]
+
+
+def test_return_alignments_appends_pharaoh_pairs_of_pieces_or_words(ende_data_dir, trained_run,
+                                                                     test_files):
+    """Each line is the best hypothesis, a tab, and its alignment: with pieces, one pair per
+    target piece (EOS left out) naming a source piece; with words, the same pairs merged by
+    SentencePiece's word starts."""
+    from problems.translate_ende import TranslateEnde
+    from conftest import MULTI30K_DATA_HPARAMS
+
+    vocabulary = TranslateEnde(data_dir=str(ende_data_dir),
+                               data_hparams=MULTI30K_DATA_HPARAMS).vocabulary
+    best = run_decoder(ende_data_dir, trained_run, f"--decode_from_file={test_files['en']}")
+    by_unit = {}
+    for unit in ("piece", "word"):
+        result = run_decoder(
+            ende_data_dir, trained_run, f"--decode_from_file={test_files['en']}",
+            f"--decode_hparams=beam_size=2,alpha=0.6,extra_length=5,return_alignments=true,"
+            f"alignment_unit={unit}")
+        assert result.returncode == 0, result.stderr
+        by_unit[unit] = result.stdout.splitlines()[:SOURCES]
+    sources = test_files["en"].read_text(encoding="utf-8").splitlines()
+    for source, best_line, piece_line, word_line in zip(
+            sources, best.stdout.splitlines(), by_unit["piece"], by_unit["word"]):
+        text, piece_alignment = piece_line.split("\t")
+        assert text == best_line
+        source_pieces = vocabulary.encode(source)
+        target_pieces = vocabulary.encode(text)
+        pairs = pairs_of(piece_alignment)
+        assert pairs == sorted(pairs)  # by source, then target index
+        assert sorted(j for _, j in pairs) == list(range(len(target_pieces)))
+        assert all(0 <= i < len(source_pieces) for i, _ in pairs)
+        # Words: each piece pair mapped through the pieces' word indices.
+        pieces = vocabulary.all_pieces()
+        source_words = alignments_word_indices([pieces[i] for i in source_pieces])
+        target_words = alignments_word_indices([pieces[i] for i in target_pieces])
+        expected = sorted({(source_words[i], target_words[j]) for i, j in pairs})
+        word_text, word_alignment = word_line.split("\t")
+        assert word_text == text
+        assert pairs_of(word_alignment) == expected
+        assert {j for _, j in expected} == set(range(len(text.split())))
+
+
+def alignments_word_indices(pieces):
+    from t2t_repro.decoding.alignments import word_indices
+
+    return word_indices(pieces)
+
+
+@pytest.mark.parametrize("setting, named", [
+    ("return_alignments=true,alignment_layer=5", "alignment_layer=5: the model has 2 decoder"),
+    ("return_alignments=true,return_beams=true", "return_alignments and return_beams"),
+])
+def test_alignment_settings_that_cannot_work_are_one_line_errors(ende_data_dir, trained_run,
+                                                                 test_files, setting, named):
+    from conftest import one_line_error
+
+    result = run_decoder(ende_data_dir, trained_run, f"--decode_from_file={test_files['en']}",
+                         f"--decode_hparams=beam_size=2,{setting}")
+    assert named in one_line_error(result)

@@ -205,8 +205,11 @@ def test_derived_variants():
         "layer_prepostprocess_dropout": 0.1
     }
     assert changed_fields("transformer_base_prenorm") == {"normalize_first": True}
-    parsing = changed_fields("transformer_parsing", "transformer_big")
-    assert parsing == {"num_hidden_layers": 4, "layer_prepostprocess_dropout": 0.1}
+    # §6.3: d_model 1024 and 4 layers, "all other parameters ... unchanged" from base.
+    parsing = changed_fields("transformer_parsing")
+    assert parsing == {"hidden_size": 1024, "num_hidden_layers": 4}
+    parsing_from_big = changed_fields("transformer_parsing_from_big", "transformer_big")
+    assert parsing_from_big == {"num_hidden_layers": 4, "layer_prepostprocess_dropout": 0.1}
 
 
 # Each Table 3 row, written from the paper (h·d_k and h·d_v are attention_*_channels).

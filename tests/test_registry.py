@@ -104,7 +104,8 @@ TABLE3_SETS = [
 ]
 HPARAMS_SETS = [
     "transformer_base", "transformer_big", "transformer_big_enfr", "transformer_parsing",
-    "transformer_base_prenorm", "transformer_tiny", "transformer_small", *TABLE3_SETS,
+    "transformer_parsing_from_big", "transformer_base_prenorm", "transformer_tiny",
+    "transformer_small", *TABLE3_SETS,
 ]
 
 

@@ -258,3 +258,21 @@ def test_datagen_and_decoder_find_a_usr_dir_problem(tmp_path, module, args, reac
         assert result.returncode == 0, result.stderr
     else:
         assert reached in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize("argv, steps", [
+    (["--hparams_set=transformer_base"], 0),  # the paper's: every 10 minutes alone
+    (["--hparams_set=transformer_base", "--save_checkpoints_steps=500"], 500),
+    (["--hparams_set=transformer_base", "--save_checkpoints_minutes=0"], 1000),
+    (["--hparams_set=transformer_tiny"], 1000),
+])
+def test_save_checkpoints_steps_defaults_to_the_hparams_sets_cadence(argv, steps):
+    from absl import flags
+    from absl.testing import flagsaver
+
+    from t2t_repro import trainer
+
+    with flagsaver.flagsaver():
+        flags.FLAGS.unparse_flags()
+        flags.FLAGS(["trainer", *argv])
+        assert trainer.save_checkpoints_steps() == steps

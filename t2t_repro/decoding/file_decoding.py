@@ -3,7 +3,9 @@ of lines typed one at a time (`python -m t2t_repro.decoder` turns its flags into
 
 A blank line (empty, or ASCII whitespace only) translates to an empty line with score 0,
 without decoding, as an exported model answers it. Output lines are the best hypothesis, or
-with the decode hparam `return_beams` every hypothesis and its score (`utils.text_lines.beams_line`).
+with the decode hparam `return_beams` every hypothesis and its score (`utils.text_lines.beams_line`);
+with `return_alignments`, followed by a tab and the best hypothesis's alignment
+(`decoding.alignments`).
 """
 
 import sys
@@ -100,21 +102,47 @@ def read_sources(problem, source_path, reference_path=None):
     return sources, encode_lines(problem, sources, source_path), references
 
 
+def decoded_with_alignments(problem, search, id_lists, batch_size, aligner, progress=None):
+    """`(hypotheses, alignments)` of encoded sources: each one's `[(text, score), ...]`, best
+    first (`text_decoding.decode_encoded`), and the Pharaoh line of its best hypothesis."""
+    from t2t_repro.decoding.text_decoding import decode_id_lists
+
+    outputs = decode_id_lists(search, id_lists, batch_size, progress)
+    hypotheses = [[(problem.decode(ids), float(score)) for ids, score in zip(beams, scores)]
+                  for beams, scores in outputs]
+    return hypotheses, aligner(id_lists, [beams[0] for beams, _ in outputs], batch_size)
+
+
+def with_alignment(line, alignment):
+    """An output line followed by a tab and its Pharaoh alignment."""
+    return f"{line}\t{alignment}"
+
+
 def decode_file(problem, search, decode_hparams, sources, id_lists, references=None,
-                output_path=None, stdout=None, stderr=None):
+                output_path=None, stdout=None, stderr=None, aligner=None):
     """Decodes the non-blank `sources` (encoded as `id_lists`) in batches of
     `decode_hparams.batch_size`, with progress on `stderr`; writes the output lines to
     `output_path` (atomically), else prints them on `stdout`; with `references`, prints the
-    problem's scores. Returns the output lines."""
+    problem's scores. With an `alignments.Aligner`, each line ends with a tab and the best
+    hypothesis's alignment (a blank source's is empty). Returns the output lines."""
     from t2t_repro.decoding.text_decoding import decode_encoded
 
     stderr = sys.stderr if stderr is None else stderr
     blank = [is_blank(source) for source in sources]
-    decoded = iter(decode_encoded(problem, search,
-                                  [ids for ids, skip in zip(id_lists, blank) if not skip],
-                                  decode_hparams.batch_size, ProgressPrinter(stderr)))
+    to_decode = [ids for ids, skip in zip(id_lists, blank) if not skip]
+    progress = ProgressPrinter(stderr)
+    if aligner is None:
+        decoded = decode_encoded(problem, search, to_decode, decode_hparams.batch_size, progress)
+    else:
+        decoded, alignments = decoded_with_alignments(
+            problem, search, to_decode, decode_hparams.batch_size, aligner, progress)
+    decoded = iter(decoded)
     beams = [blank_beams(decode_hparams) if skip else next(decoded) for skip in blank]
     lines = [decode_output_line(hypotheses, decode_hparams.return_beams) for hypotheses in beams]
+    if aligner is not None:
+        alignments = iter(alignments)
+        lines = [with_alignment(line, "" if skip else next(alignments))
+                 for line, skip in zip(lines, blank)]
     if output_path:
         write_text_atomically(output_path, "".join(line + "\n" for line in lines))
         print(f"Wrote {len(lines)} decodes to {output_path}.", file=stderr)
@@ -127,10 +155,11 @@ def decode_file(problem, search, decode_hparams, sources, id_lists, references=N
 
 
 def decode_interactively(problem, search, decode_hparams, max_input_tokens, stdin=None,
-                         stdout=None, stderr=None):
+                         stdout=None, stderr=None, aligner=None):
     """Decodes `stdin` (default sys.stdin; its bytes are read, split as files are) line by
     line, prompting on `stderr` when it is a terminal; a line the problem cannot encode, or
-    longer than the model or `max_input_tokens` takes, is reported on `stderr` and skipped."""
+    longer than the model or `max_input_tokens` takes, is reported on `stderr` and skipped.
+    With an `alignments.Aligner`, each line ends with a tab and its alignment."""
     from t2t_repro.data.problem import UnencodableInputError
     from t2t_repro.decoding.text_decoding import decode_encoded
 
@@ -147,8 +176,9 @@ def decode_interactively(problem, search, decode_hparams, max_input_tokens, stdi
         if line is None:
             return
         if is_blank(line):
-            print(decode_output_line(blank_beams(decode_hparams), decode_hparams.return_beams),
-                  file=stdout, flush=True)
+            output = decode_output_line(blank_beams(decode_hparams), decode_hparams.return_beams)
+            print(output if aligner is None else with_alignment(output, ""), file=stdout,
+                  flush=True)
             continue
         try:
             ids = problem.encode(line)
@@ -156,5 +186,10 @@ def decode_interactively(problem, search, decode_hparams, max_input_tokens, stdi
         except (UnencodableInputError, ValueError) as error:
             print(f"error: stdin line {line_number} skipped: {error}", file=stderr, flush=True)
             continue
-        beams = decode_encoded(problem, search, [ids], batch_size=1)[0]
-        print(decode_output_line(beams, decode_hparams.return_beams), file=stdout, flush=True)
+        if aligner is None:
+            beams = decode_encoded(problem, search, [ids], batch_size=1)[0]
+            print(decode_output_line(beams, decode_hparams.return_beams), file=stdout, flush=True)
+            continue
+        (beams,), (alignment,) = decoded_with_alignments(problem, search, [ids], 1, aligner)
+        print(with_alignment(decode_output_line(beams, decode_hparams.return_beams), alignment),
+              file=stdout, flush=True)

@@ -2,6 +2,7 @@
 
 import numpy as np
 
+from t2t_repro.decoding.alignments import add_alignment_hparams
 from t2t_repro.decoding.transformer_search import TransformerBeamSearch
 from t2t_repro.errors import ConfigurationError
 from t2t_repro.names import PAD_ID
@@ -9,9 +10,11 @@ from t2t_repro.names import PAD_ID
 
 def create_decode_hparams(problem, overrides=""):
     """The problem's beam search settings with `"name=value,..."` overrides (strict), plus
-    `return_beams` (write every hypothesis with its score, not only the best)."""
+    `return_beams` (write every hypothesis with its score, not only the best) and the
+    alignment hparams (`alignments.add_alignment_hparams`)."""
     hparams = problem.default_decode_hparams()
     hparams.add_hparam("return_beams", False)
+    add_alignment_hparams(hparams)
     return hparams.override_from_string(overrides or "")
 
 

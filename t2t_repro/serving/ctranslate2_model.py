@@ -59,11 +59,15 @@ def vocabulary_tokens(problem):
     return [f"<{i}>" for i in range(problem.target_vocab_size)]
 
 
-def transformer_spec(model, source_tokens, target_tokens, positions=DEFAULT_SINUSOID_POSITIONS):
+def transformer_spec(model, source_tokens, target_tokens, positions=DEFAULT_SINUSOID_POSITIONS,
+                     alignment_layer=-1, alignment_heads=0):
     """A validated `ctranslate2.specs.TransformerSpec` holding `model`'s weights.
 
     `positions`: rows of the position table for a sinusoidal model (a learned one brings its
-    own `max_length` rows).
+    own `max_length` rows). `alignment_layer`, `alignment_heads`: the decoder layer (-1: the
+    last) and its first heads (0: all) whose averaged cross-attention CTranslate2 returns with
+    `return_attention`, as the decode hparams of the same names choose ours
+    (`decoding.alignments`).
     """
     import_ctranslate2()
     from ctranslate2.specs import transformer_spec as specs
@@ -76,7 +80,8 @@ def transformer_spec(model, source_tokens, target_tokens, positions=DEFAULT_SINU
     hp = model.hparams
     pre_norm = bool(hp.normalize_first)
     spec = specs.TransformerSpec.from_config(
-        (len(model.encoder_layers), len(model.decoder_layers)), hp.num_heads, pre_norm=pre_norm
+        (len(model.encoder_layers), len(model.decoder_layers)), hp.num_heads, pre_norm=pre_norm,
+        alignment_layer=alignment_layer, alignment_heads=alignment_heads,
     )
     _set_stack_inputs(spec.encoder, spec.encoder.embeddings[0], model.input_embedding,
                       _position_table(model, model.encoder_position, positions))
@@ -162,8 +167,10 @@ def _set_feed_forward(ffn_spec, feed_forward, norm):
 
 
 def write_ctranslate2_model(model, problem, output_dir, quantization="float32", info=None,
-                            positions=DEFAULT_SINUSOID_POSITIONS):
-    """Converts `model` (a built `Transformer` with its weights) into `output_dir`.
+                            positions=DEFAULT_SINUSOID_POSITIONS, alignment_layer=-1,
+                            alignment_heads=0):
+    """Converts `model` (a built `Transformer` with its weights) into `output_dir`, its
+    `return_attention` from `alignment_layer` and `alignment_heads` (`transformer_spec`).
 
     Writes CTranslate2's `model.bin`, `config.json` and vocabularies, the problem's
     sentencepiece model as `sentencepiece.model` (when it has one) and `info` as JSON. Written
@@ -179,7 +186,7 @@ def write_ctranslate2_model(model, problem, output_dir, quantization="float32", 
             f"another checkpoint, pass --version=N (or another --ct2_dir), or remove that "
             f"folder yourself.")
     tokens = vocabulary_tokens(problem)
-    spec = transformer_spec(model, tokens, tokens, positions)
+    spec = transformer_spec(model, tokens, tokens, positions, alignment_layer, alignment_heads)
     spec.optimize(quantization=quantization)
     with atomic_path(output_dir) as temporary:
         os.makedirs(temporary)

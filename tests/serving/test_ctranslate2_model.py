@@ -1,7 +1,8 @@
 """The CTranslate2 conversion computes what the Keras model computes: on tiny models trained
 briefly to reverse sequences, CTranslate2's greedy outputs equal ours id for id and its
 teacher-forced log-probabilities equal ours within 1e-4, for post-norm (sinusoidal positions)
-and pre-norm (learned positions) models; a quantized conversion still decodes; an existing
+and pre-norm (learned positions) models, and so do its argmax alignments from the same
+attention layer and heads, greedy and beam 4; a quantized conversion still decodes; an existing
 folder, an unknown quantization or a restricted self-attention model is refused."""
 
 import numpy as np
@@ -11,8 +12,9 @@ ctranslate2 = pytest.importorskip("ctranslate2")
 
 import keras  # noqa: E402
 
+from t2t_repro.decoding.alignments import Aligner, add_alignment_hparams  # noqa: E402
 from t2t_repro.decoding.transformer_search import TransformerBeamSearch  # noqa: E402
-from t2t_repro.hparams import create_hparams  # noqa: E402
+from t2t_repro.hparams import HParams, create_hparams  # noqa: E402
 from t2t_repro.models.transformer import Transformer  # noqa: E402
 from t2t_repro.serving.ctranslate2_model import (  # noqa: E402
     CTranslate2ExportError,
@@ -105,6 +107,43 @@ def test_teacher_forced_log_probabilities_equal_ours(converted):
         ours = log_probs[row, np.arange(length), targets[row, :length]]
         assert result.tokens == tokens(targets[row])
         np.testing.assert_allclose(result.log_probs, ours, atol=1e-4)
+
+
+@pytest.mark.parametrize("layer, heads", [(-1, 0), (0, 1), (1, 2)])
+@pytest.mark.parametrize("beam", [1, 4])
+def test_alignments_equal_ctranslate2s_attention_argmax(converted, tmp_path, layer, heads, beam):
+    """Our Pharaoh alignments of our best hypotheses equal the argmax over the source pieces
+    (EOS left out) of the attention CTranslate2 returns for its best hypotheses, converted with
+    the same alignment layer and heads."""
+    directory = tmp_path / "aligned"
+    write_ctranslate2_model(converted["model"], SymbolProblem(), str(directory),
+                            alignment_layer=layer, alignment_heads=heads)
+    sources, length = converted["sources"], MAX_SYMBOLS + 4
+    ours = TransformerBeamSearch(converted["model"], beam_size=beam, alpha=0.0)(
+        sources, np.full(len(sources), length)).best()
+    decode_hparams = add_alignment_hparams(HParams())
+    decode_hparams.override_from_string(f"alignment_layer={layer},alignment_heads={heads}")
+    our_alignments = Aligner(converted["model"], SymbolProblem(), decode_hparams)(
+        [list(row[row != 0]) for row in sources], list(ours))
+    # Sentence by sentence: in a padded batch, CTranslate2's beam search (beam > 1) returns
+    # for the first target token of a shorter source attention that is not its own.
+    theirs = ctranslate2.Translator(str(directory), device="cpu").translate_batch(
+        [tokens(row) for row in sources], beam_size=beam, length_penalty=0.0,
+        max_decoding_length=length, return_attention=True, max_batch_size=1)
+    their_alignments = []
+    for row, result in zip(sources, theirs):
+        attention = np.array(result.attention[0])[:, : np.count_nonzero(row) - 1]  # no EOS
+        their_alignments.append(" ".join(sorted(
+            f"{i}-{j}" for j, i in enumerate(attention.argmax(axis=1)))))
+    same_output = [list(row[(row != 0) & (row != EOS_ID)]) == ids_of(result.hypotheses[0])
+                   for row, result in zip(ours, theirs)]
+    assert sum(same_output) == len(sources)
+    assert [" ".join(sorted(line.split())) for line in our_alignments] == their_alignments
+    # Reversal: most target pieces align with their mirror image in the source.
+    mirrored = [sum(int(i) == np.count_nonzero(row) - 2 - int(j)
+                    for i, j in (pair.split("-") for pair in line.split()))
+                for row, line in zip(sources, our_alignments)]
+    assert layer != -1 or sum(mirrored) > 0.5 * sum(len(line.split()) for line in our_alignments)
 
 
 def test_an_int8_conversion_is_ctranslate2s_int8_of_the_float32_model(converted, tmp_path):

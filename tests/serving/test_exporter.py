@@ -8,6 +8,7 @@ import pathlib
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from conftest import run_module
@@ -250,6 +251,35 @@ def test_the_export_ctranslate2_command_writes_the_folder_it_is_given(ende, tmp_
     assert json.loads((target / "t2t_repro_info.json").read_text())["problem"] == "translate_ende"
 
 
+def test_the_ctranslate2_conversion_aligns_as_the_decoder_cli(ende, tmp_path):
+    """Converted with the decode hparams' alignment layer and heads, CTranslate2's attention
+    (its argmax over the source pieces, </s> left out) gives the decoder CLI's alignments."""
+    ctranslate2 = pytest.importorskip("ctranslate2")
+    import sentencepiece
+
+    setting = "alignment_layer=0,alignment_heads=2"
+    target = tmp_path / "ct2"
+    converted = run_module("t2t_repro.export_ctranslate2", f"--output_dir={ende['run']}",
+                           f"--ct2_dir={target}", f"--decode_hparams={setting}")
+    assert converted.returncode == 0, converted.stderr
+    assert "alignment_layer=0, alignment_heads=2" in converted.stderr
+    pieces = sentencepiece.SentencePieceProcessor(model_file=str(target / "sentencepiece.model"))
+    translator = ctranslate2.Translator(str(target), device="cpu")
+    theirs = []
+    for line in ende["lines"]:
+        tokens = pieces.encode(line, out_type=str) + ["</s>"]
+        result = translator.translate_batch([tokens], beam_size=1, return_attention=True,
+                                            max_decoding_length=len(tokens) + 5)[0]
+        attention = np.array(result.attention[0])[:, :-1]
+        alignment = " ".join(f"{i}-{j}" for i, j in sorted(
+            (int(i), j) for j, i in enumerate(attention.argmax(axis=1))))
+        theirs.append(f"{pieces.decode(result.hypotheses[0])}\t{alignment}")
+    ours = decoder_lines(ende["flags"], ende["run"], ende["source_file"],
+                         f"--decode_hparams=beam_size=1,extra_length=5,return_alignments=true,"
+                         f"{setting}")
+    assert ours[:SENTENCES] == theirs
+
+
 @pytest.mark.parametrize("flag, other_format", [
     ("--quantization=int8", "--export_format=saved_model"),
     ("--max_input_tokens=10", "--export_format=ctranslate2"),
@@ -259,6 +289,16 @@ def test_a_flag_of_the_other_format_is_an_error(ende, tmp_path, flag, other_form
                          f"--export_dir={tmp_path / 'export'}")
     assert refused.returncode == 1 and "Traceback" not in refused.stderr
     assert f"{flag.split('=')[0]} applies to --export_format=" in refused.stderr
+    assert not (tmp_path / "export").exists()
+
+
+def test_a_saved_model_with_alignments_is_an_error(ende, tmp_path):
+    refused = run_module("t2t_repro.exporter", f"--output_dir={ende['run']}",
+                         "--decode_hparams=return_alignments=true",
+                         f"--export_dir={tmp_path / 'export'}")
+    assert refused.returncode == 1 and "Traceback" not in refused.stderr
+    last_line = refused.stderr.strip().splitlines()[-1]
+    assert last_line.startswith("error: decode hparam return_alignments applies to t2t_repro.")
     assert not (tmp_path / "export").exists()
 
 

@@ -211,3 +211,60 @@ def test_schedule_saves_every_n_minutes(tmp_path, monkeypatch):
     schedule = CheckpointSchedule(manager, every_steps=0, every_minutes=10)
     train_steps(model, 10, [AdvanceClock(), AfterEachUpdate(schedule)])
     assert checkpoint_steps(tmp_path) == [3, 6, 9]
+
+
+class SavedSteps:
+    """A CheckpointManager stand-in that records the step of each save."""
+
+    def __init__(self):
+        self.step = 0
+        self.saved = []
+
+    def save(self):
+        self.saved.append(self.step)
+
+
+def saved_steps_at_paper_speed(every_steps, every_minutes, steps=7200, seconds_per_step=0.5):
+    """The steps a schedule checkpoints at over `steps` updates of 0.5 s each (near base's
+    0.4 s, §5.2; a binary fraction, so the fake clock adds up exactly), on a fake clock
+    advanced by each update."""
+    clock = {"now": 0.0}
+    manager = SavedSteps()
+    schedule = CheckpointSchedule(manager, every_steps, every_minutes, clock=lambda: clock["now"])
+    for step in range(1, steps + 1):
+        clock["now"] += seconds_per_step
+        manager.step = step
+        schedule.after_update(step)
+    return manager.saved
+
+
+def test_paper_cadence_checkpoints_at_10_minute_intervals():
+    """A paper set's default (time alone) at 0.5 s a step checkpoints every 1,200 steps
+    (10 minutes); the former default of 1000 steps and 10 minutes, whose step saves restart the
+    minutes, saves every 1000 steps and never by time."""
+    from t2t_repro import registry
+
+    paper_steps = checkpoints.default_save_checkpoints_steps(
+        registry.hparams_sets["transformer_base"], 10.0)
+    assert saved_steps_at_paper_speed(paper_steps, 10.0) == [1200, 2400, 3600, 4800, 6000, 7200]
+    assert saved_steps_at_paper_speed(1000, 10.0) == [1000, 2000, 3000, 4000, 5000, 6000, 7000]
+
+
+@pytest.mark.parametrize("name", [
+    "transformer_base", "transformer_big", "transformer_big_enfr", "transformer_parsing",
+    "transformer_parsing_from_big", "transformer_table3_a_h1", "transformer_table3_e_learned_pos",
+])
+def test_paper_sets_checkpoint_by_time_alone(name):
+    from t2t_repro import registry
+
+    assert checkpoints.default_save_checkpoints_steps(registry.hparams_sets[name], 10.0) == 0
+    # Without a time interval, time alone would never checkpoint: every 1000 steps then.
+    assert checkpoints.default_save_checkpoints_steps(registry.hparams_sets[name], 0.0) == 1000
+
+
+@pytest.mark.parametrize("name", ["transformer_tiny", "transformer_small",
+                                  "transformer_base_prenorm"])
+def test_other_sets_checkpoint_every_1000_steps(name):
+    from t2t_repro import registry
+
+    assert checkpoints.default_save_checkpoints_steps(registry.hparams_sets[name], 10.0) == 1000
