@@ -96,9 +96,14 @@ def run():
 def alignment_of(model, problem, decode_hparams):
     """The `Aligner` the decode hparams ask for (`return_alignments`), or None."""
     from t2t_repro.decoding.alignments import Aligner
+    from t2t_repro.decoding.ensemble import Ensemble
 
     if not decode_hparams.return_alignments:
         return None
+    if isinstance(model, Ensemble):
+        raise ConfigurationError(
+            "decode hparam return_alignments takes one model's attention, not an ensemble's: "
+            "give --checkpoint_path one run or checkpoint.")
     if decode_hparams.return_beams:
         raise ConfigurationError(
             "decode hparams return_alignments and return_beams cannot be combined: an "

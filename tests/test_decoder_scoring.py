@@ -166,3 +166,14 @@ def test_an_ensemble_member_of_another_vocabulary_is_an_error_naming_it(
                                      f"--checkpoint_path={ende_run},{member}"))
     assert (f"--checkpoint_path member {member} was trained with the vocabulary "
             f"{other_vocabulary}, not {ende_data_dir / 'translate_ende.spm.model'}") in message
+
+
+def test_alignments_from_an_ensemble_are_an_error_naming_the_fix(ende_data_dir, ende_run, pairs,
+                                                                 tmp_path):
+    sources = tmp_path / "sources.en"
+    sources.write_text(pairs[0][0] + "\n", encoding="utf-8")
+    message = one_line_error(decoder(
+        ende_data_dir, ende_run, f"--decode_from_file={sources}",
+        "--decode_hparams=return_alignments=true",
+        f"--checkpoint_path={ende_run},{ende_run / 'ckpt-100.weights.h5'}"))
+    assert "return_alignments takes one model's attention, not an ensemble's" in message
