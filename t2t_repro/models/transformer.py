@@ -23,7 +23,9 @@ _CHOICE_HPARAMS = {"position_encoding": POSITION_ENCODINGS, "dtype_policy": DTYP
 
 
 def shift_right(targets):
-    """Decoder inputs: the targets delayed by one position, starting with id 0 (as tensor2tensor)."""
+    """Decoder inputs: the targets delayed by one position, starting with id 0, whose
+    embedding row is trained like any other. (tensor2tensor's `shift_right_3d` instead starts
+    from an all-zero vector, and it zeroes the embedding of padding id 0.)"""
     return ops.pad(targets, ((0, 0), (1, 0)))[:, :-1]
 
 
