@@ -11,6 +11,10 @@ or a directory such as avg_checkpoints' output). With --decode_reference it prin
 problem's scores: sacreBLEU and the paper's tokenized BLEU for translation. A source longer
 than --max_input_tokens (default: hparam max_length) is an error naming its line, never
 truncated; --decode_to_file is checked before anything is decoded.
+
+--target_prefix_file (one line per source line; empty: none) makes each output begin with its
+line's pieces; --decode_hparams=beam_size=1,sampling_method=random samples translations,
+reproducibly under --random_seed (see docs/decoding.md).
 """
 
 import sys
@@ -22,6 +26,8 @@ quiet_tensorflow.import_tensorflow()  # before anything imports it: see the modu
 from absl import flags  # noqa: E402
 
 from t2t_repro.cli import entry_point, output_paths, problem_flags, trained_run  # noqa: E402
+from t2t_repro.cli import seed_flag  # noqa: E402,F401 (--random_seed)
+from t2t_repro.errors import ConfigurationError  # noqa: E402
 from t2t_repro.decoding import file_decoding  # noqa: E402
 
 FLAGS = flags.FLAGS
@@ -32,6 +38,9 @@ flags.DEFINE_string("decode_to_file", None,
                     "Where the decodes go, one per line (default: stdout).")
 flags.DEFINE_string("decode_reference", None,
                     "Reference text aligned with --decode_from_file: print the problem's scores.")
+flags.DEFINE_string("target_prefix_file", None,
+                    "Target text aligned with --decode_from_file: each output begins with its "
+                    "line's pieces, then the search continues (an empty line: no prefix).")
 
 
 def run():
@@ -45,18 +54,27 @@ def run():
     decode_hparams = create_decode_hparams(problem, FLAGS.decode_hparams)
     sources = (file_decoding.read_sources(problem, FLAGS.decode_from_file, FLAGS.decode_reference)
                if FLAGS.decode_from_file else None)
+    prefixes = None
+    if FLAGS.target_prefix_file:
+        if sources is None:
+            raise ConfigurationError("--target_prefix_file needs --decode_from_file, the "
+                                     "sources its lines are aligned with.")
+        prefixes = file_decoding.read_target_prefixes(problem, FLAGS.target_prefix_file,
+                                                      len(sources[0]))
     checkpoint, model = trained_run.load_model(problem, hparams)
     max_input_tokens = input_limit(model, FLAGS.max_input_tokens)
     if sources is not None:
         file_decoding.check_source_lengths(model, sources[1], FLAGS.decode_from_file,
                                            max_input_tokens)
+    search = create_search(model, decode_hparams, seed=FLAGS.random_seed)
+    if prefixes is not None:
+        file_decoding.check_prefix_lengths(search, sources[1], prefixes, FLAGS.target_prefix_file)
     print(f"Decoding with {checkpoint}: beam_size={decode_hparams.beam_size}, "
-          f"alpha={decode_hparams.alpha}, extra_length={decode_hparams.extra_length}.",
-          file=sys.stderr)
-    search = create_search(model, decode_hparams)
+          f"alpha={decode_hparams.alpha}, extra_length={decode_hparams.extra_length}"
+          f"{file_decoding.sampling_note(decode_hparams)}.", file=sys.stderr)
     if sources is not None:
         file_decoding.decode_file(problem, search, decode_hparams, *sources,
-                                  output_path=FLAGS.decode_to_file)
+                                  output_path=FLAGS.decode_to_file, prefix_lists=prefixes)
     else:
         file_decoding.decode_interactively(problem, search, decode_hparams, max_input_tokens)
 

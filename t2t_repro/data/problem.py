@@ -111,6 +111,12 @@ class Problem:
         what the problem accepts."""
         raise NotImplementedError
 
+    def encode_target_prefix(self, text):
+        """Target text -> its ids, no EOS: the start a decoder is made to begin its output
+        with. By default `encode` without its EOS, right for the problems whose sources and
+        targets share one vocabulary; one with a separate target vocabulary overrides it."""
+        return self.encode(text)[:-1]
+
     def decode(self, ids):
         """Target ids -> text, stopping at the first EOS and dropping padding."""
         raise NotImplementedError
