@@ -98,7 +98,9 @@ class DecodeEvaluation:
     """Beam-decodes the first `num_examples` eval examples (-1: all) and scores them with the
     problem's `decode_metrics` (sacreBLEU for translation, bracket F1 for parsing).
 
-    The examples are read once; the compiled search is built on first use and reused.
+    The examples are read once; the compiled search is built on first use and reused. A model
+    training under a mixed-precision policy decodes through a float32 copy of its weights, so
+    that the figures are the decoder's (which always decodes in float32).
     """
 
     def __init__(self, problem, decode_hparams, num_examples):
@@ -111,13 +113,27 @@ class DecodeEvaluation:
         self.input_texts = [problem.decode(inputs) for inputs, _ in pairs]
         self.target_texts = [problem.decode(targets) for _, targets in pairs]
         self._search = None
+        self._float32_copy = None
 
     def decode(self, model):
         """`model`'s decoded texts of the examples."""
+        model = self._in_float32(model)
         if self._search is None or self._search.model is not model:
             self._search = create_search(model, self.decode_hparams)
         outputs = decode_id_lists(self._search, self.input_ids, self.decode_hparams.batch_size)
         return [self.problem.decode(beams[0]) for beams, _ in outputs]
+
+    def _in_float32(self, model):
+        """`model` if it computes in float32, else a float32 copy holding its current weights
+        (made once, its weights refreshed at every call)."""
+        if model.dtype_policy.name == "float32":
+            return model
+        if self._float32_copy is None or self._float32_copy[0] is not model:
+            config = dict(model.get_config(), dtype="float32")
+            self._float32_copy = (model, type(model).from_config(config).build_weights())
+        copy = self._float32_copy[1]
+        copy.set_weights(model.get_weights())
+        return copy
 
     def score(self, decodes):
         """`{metric: value}` of decoded texts of the examples, in their order."""
