@@ -59,6 +59,10 @@ def export_saved_model(problem, hparams, checkpoint, model, target):
     from t2t_repro.serving.export import TextToTextModule, write_export
 
     decode_hparams = create_decode_hparams(problem, FLAGS.decode_hparams)
+    if decode_hparams.sampling_method != "argmax":
+        raise ConfigurationError("an export runs beam or greedy search; sampling_method="
+                                 f"{decode_hparams.sampling_method} is the decoder's only "
+                                 f"(python -m t2t_repro.decoder).")
     module = TextToTextModule(model, problem, decode_hparams, FLAGS.max_input_tokens)
     info = {
         "problem": problem.name,

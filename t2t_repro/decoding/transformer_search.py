@@ -106,7 +106,8 @@ class TransformerBeamSearch:
         state, constants = self._search_inputs(memory, memory_mask, sequence_length)
         seed = None
         if self._seeds is not None:
-            seed = np.asarray(ops.convert_to_numpy(self._seeds.next())).astype(np.int64) % (2**31)
+            # Below 2^30, so that adding a position stays within int32.
+            seed = np.asarray(ops.convert_to_numpy(self._seeds.next())).astype(np.int64) % 2**30
         return self.search(state, constants, max_lengths, sequence_length,
                            target_prefix=target_prefix, seed=seed)
 
