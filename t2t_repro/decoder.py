@@ -16,6 +16,9 @@ With --score_file (lines `source<TAB>target`) it scores given translations inste
 per input, the target's log-probability given the source in nats (summed over its pieces, EOS
 included) and its number of pieces, tab-separated. --checkpoint_path=A,B,... decodes or scores
 with an ensemble of several runs or checkpoints (the log of the mean of their probabilities).
+--target_prefix_file (one line per source line; empty: none) makes each output begin with its
+line's pieces; --decode_hparams=beam_size=1,sampling_method=random samples translations,
+reproducibly under --random_seed (see docs/decoding.md).
 """
 
 import sys
@@ -28,6 +31,7 @@ from absl import flags  # noqa: E402
 
 from t2t_repro.cli import (  # noqa: E402
     ensemble_models, entry_point, output_paths, problem_flags, trained_run)
+from t2t_repro.cli import seed_flag  # noqa: E402,F401 (--random_seed)
 from t2t_repro.decoding import file_decoding  # noqa: E402
 from t2t_repro.errors import ConfigurationError  # noqa: E402
 
@@ -39,6 +43,9 @@ flags.DEFINE_string("decode_to_file", None,
                     "Where the decodes go, one per line (default: stdout).")
 flags.DEFINE_string("decode_reference", None,
                     "Reference text aligned with --decode_from_file: print the problem's scores.")
+flags.DEFINE_string("target_prefix_file", None,
+                    "Target text aligned with --decode_from_file: each output begins with its "
+                    "line's pieces, then the search continues (an empty line: no prefix).")
 flags.DEFINE_string("score_file", None,
                     "Score given translations instead of decoding: lines source<TAB>target; "
                     "writes each target's log-probability (nats, EOS included) and its pieces.")
@@ -75,19 +82,29 @@ def run():
     hparams = trained_run.resolve_hparams()
     sources = (file_decoding.read_sources(problem, FLAGS.decode_from_file, FLAGS.decode_reference)
                if FLAGS.decode_from_file else None)
+    prefixes = None
+    if FLAGS.target_prefix_file:
+        if sources is None:
+            raise ConfigurationError("--target_prefix_file needs --decode_from_file, the "
+                                     "sources its lines are aligned with.")
+        prefixes = file_decoding.read_target_prefixes(problem, FLAGS.target_prefix_file,
+                                                      len(sources[0]))
     checkpoint, model = ensemble_models.load_decoding_model(problem, hparams)
     max_input_tokens = input_limit(model, FLAGS.max_input_tokens)
     aligner = alignment_of(model, problem, decode_hparams)
     if sources is not None:
         file_decoding.check_source_lengths(model, sources[1], FLAGS.decode_from_file,
                                            max_input_tokens)
+    search = create_search(model, decode_hparams, seed=FLAGS.random_seed)
+    if prefixes is not None:
+        file_decoding.check_prefix_lengths(search, sources[1], prefixes, FLAGS.target_prefix_file)
     print(f"Decoding with {checkpoint}: beam_size={decode_hparams.beam_size}, "
-          f"alpha={decode_hparams.alpha}, extra_length={decode_hparams.extra_length}.",
-          file=sys.stderr)
-    search = create_search(model, decode_hparams)
+          f"alpha={decode_hparams.alpha}, extra_length={decode_hparams.extra_length}"
+          f"{file_decoding.sampling_note(decode_hparams)}.", file=sys.stderr)
     if sources is not None:
         file_decoding.decode_file(problem, search, decode_hparams, *sources,
-                                  output_path=FLAGS.decode_to_file, aligner=aligner)
+                                  output_path=FLAGS.decode_to_file, aligner=aligner,
+                                  prefix_lists=prefixes)
     else:
         file_decoding.decode_interactively(problem, search, decode_hparams, max_input_tokens,
                                            aligner=aligner)

@@ -65,6 +65,10 @@ def export_saved_model(problem, hparams, checkpoint, model, target):
             "decode hparam return_alignments applies to t2t_repro.decoder; a SavedModel "
             "answers translations only. For attention outside TensorFlow, export "
             "--export_format=ctranslate2 with alignment_layer and alignment_heads.")
+    if decode_hparams.sampling_method != "argmax":
+        raise ConfigurationError("an export runs beam or greedy search; sampling_method="
+                                 f"{decode_hparams.sampling_method} is the decoder's only "
+                                 f"(python -m t2t_repro.decoder).")
     module = TextToTextModule(model, problem, decode_hparams, FLAGS.max_input_tokens)
     info = {
         "problem": problem.name,

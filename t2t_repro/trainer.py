@@ -23,6 +23,7 @@ from absl import flags  # noqa: E402
 
 from t2t_repro.cli import model_flags, output_paths, problem_flags, run_folder_lock  # noqa: E402
 from t2t_repro.cli import usr_dir  # noqa: E402
+from t2t_repro.cli import seed_flag  # noqa: E402,F401 (--random_seed)
 from t2t_repro.utils.atomic_files import write_text_atomically  # noqa: E402
 from t2t_repro.cli import entry_point  # noqa: E402
 from t2t_repro.cli.entry_point import FlagAlias, apply_flag_aliases, check_usage  # noqa: E402
@@ -59,7 +60,6 @@ flags.DEFINE_float("peak_tflops", None,
                    "Peak TFLOPS of one device at the training dtype, for the model FLOPs "
                    "utilisation in progress lines (default: looked up for known GPUs; none on "
                    "CPUs).", lower_bound=0.0)
-flags.DEFINE_integer("random_seed", None, "Seed for weights, dropout and data order.")
 flags.DEFINE_integer("eval_decode_examples", 100,
                      "At every evaluation, beam-decode this many eval examples with "
                      "--decode_hparams and report the problem's decode metrics (sacreBLEU for "
@@ -108,7 +108,7 @@ def trainer_flags_text():
     are recorded under our names."""
     modules = {
         FLAGS.find_module_defining_flag(name)
-        for name in ("problem", "hparams_set", "train_steps", "t2t_usr_dir")
+        for name in ("problem", "hparams_set", "train_steps", "t2t_usr_dir", "random_seed")
     }
     aliases = {alias.name for alias in ALIASES}
     own_flags = sorted(

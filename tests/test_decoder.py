@@ -191,3 +191,63 @@ def test_alignment_settings_that_cannot_work_are_one_line_errors(ende_data_dir, 
     result = run_decoder(ende_data_dir, trained_run, f"--decode_from_file={test_files['en']}",
                          f"--decode_hparams=beam_size=2,{setting}")
     assert named in one_line_error(result)
+
+
+@pytest.mark.parametrize("beam_size", [1, 4])
+def test_a_target_prefix_file_starts_each_output_with_its_line(ende_data_dir, trained_run,
+                                                                test_files, tmp_path,
+                                                                beam_size):
+    """Lines with a prefix begin with it; an empty line decodes as without the file."""
+    prefixes = ["Ein Mann", "", "Zwei", "", "Eine Frau in", "", "Ein", ""]
+    prefix_file = tmp_path / "prefixes.de"
+    prefix_file.write_text("".join(line + "\n" for line in prefixes), encoding="utf-8")
+    hparams = f"--decode_hparams=beam_size={beam_size},alpha=0.6,extra_length=5"
+    plain = run_decoder(ende_data_dir, trained_run, f"--decode_from_file={test_files['en']}",
+                        hparams)
+    forced = run_decoder(ende_data_dir, trained_run, f"--decode_from_file={test_files['en']}",
+                         hparams, f"--target_prefix_file={prefix_file}")
+    assert forced.returncode == 0, forced.stderr
+    for prefix, line, unforced in zip(prefixes, forced.stdout.splitlines(),
+                                      plain.stdout.splitlines(), strict=True):
+        if prefix:
+            assert line.startswith(prefix), (prefix, line)
+        else:
+            assert line == unforced
+    assert forced.stdout != plain.stdout
+
+
+def test_a_target_prefix_file_of_another_length_is_refused(ende_data_dir, trained_run,
+                                                           test_files, tmp_path):
+    prefix_file = tmp_path / "prefixes.de"
+    prefix_file.write_text("Ein Mann\n", encoding="utf-8")
+    result = run_decoder(ende_data_dir, trained_run, f"--decode_from_file={test_files['en']}",
+                         f"--target_prefix_file={prefix_file}")
+    assert result.returncode == 1
+    assert (f"error: --target_prefix_file has 1 lines but --decode_from_file has {SOURCES}"
+            in result.stderr)
+    assert "decoded" not in result.stderr
+
+
+def test_sampling_is_reproducible_under_random_seed(ende_data_dir, trained_run, test_files):
+    def sample(seed):
+        result = run_decoder(ende_data_dir, trained_run, f"--decode_from_file={test_files['en']}",
+                             "--decode_hparams=beam_size=1,sampling_method=random,"
+                             "sampling_keep_top_p=0.95,extra_length=5", f"--random_seed={seed}")
+        assert result.returncode == 0, result.stderr
+        assert "sampling_method=random" in result.stderr
+        return result.stdout.splitlines()
+
+    first = sample(3)
+    assert len(first) == SOURCES
+    assert sample(3) == first
+    assert sample(4) != first
+
+
+def test_sampling_with_a_beam_is_an_error_saying_what_to_set(ende_data_dir, trained_run,
+                                                              test_files):
+    result = run_decoder(ende_data_dir, trained_run, f"--decode_from_file={test_files['en']}",
+                         "--decode_hparams=beam_size=4,sampling_method=random")
+    assert result.returncode == 1
+    assert ("error: sampling_method=random samples one hypothesis per sentence and needs "
+            "beam_size=1, got beam_size=4; add beam_size=1 to --decode_hparams."
+            in result.stderr.splitlines())

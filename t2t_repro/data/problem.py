@@ -116,6 +116,12 @@ class Problem:
         translation): the source encoding unless a problem's targets have a codec of their own."""
         return self.encode(text)
 
+    def encode_target_prefix(self, text):
+        """Target text -> its ids, no EOS: the start a decoder is made to begin its output
+        with. By default `encode` without its EOS, right for the problems whose sources and
+        targets share one vocabulary; one with a separate target vocabulary overrides it."""
+        return self.encode(text)[:-1]
+
     def decode(self, ids):
         """Target ids -> text, stopping at the first EOS and dropping padding."""
         raise NotImplementedError

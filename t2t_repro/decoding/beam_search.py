@@ -4,10 +4,16 @@ A hypothesis scores log P(y | x) / lp(|y|) with lp(n) = ((5 + n) / 6)^α (Wu et 
 P renormalised at each step over the tokens that may be output (never id 0; never EOS under
 `force_max_length`).
 Each step expands every live hypothesis by every token, keeps the 2·beam best continuations,
-sends those ending in EOS (or reaching their sentence's maximum length) to the finished set and
-the best `beam` others on. A sentence stops early once its worst kept finished hypothesis
-scores at least as well as the best live one could at its maximum length; log-probabilities
-only fall and, for α ≥ 0, lp only rises, so nothing live can still enter the top `beam`.
+sends those ending in EOS to the finished set and the best `beam` others on. A sentence stops
+early once its worst kept finished hypothesis scores at least as well as the best live one
+could at its maximum length; log-probabilities only fall and, for α ≥ 0, lp only rises, so
+nothing live can still enter the top `beam`. The live hypotheses a sentence has when it reaches
+its maximum length are cut there, without EOS, and returned only where it finished fewer than
+`beam` (as tensor2tensor falls back on them for a sentence with none): a long looping
+hypothesis, whose lp is large, never outranks a finished one.
+
+Beam 1 is greedy search, or with a `Sampler` random sampling. A target prefix forces each
+sentence's first tokens; their log-probabilities count in the scores as any other token's.
 
 The search is independent of the model: a step function maps the live sequences to next-token
 logits and carries a per-hypothesis state (the attention cache), which the search reorders as
@@ -28,6 +34,7 @@ import numpy as np
 from keras import ops
 
 from t2t_repro.decoding.compiled import compile_for_backend
+from t2t_repro.decoding.sampling import step_seed
 from t2t_repro.names import EOS_ID, PAD_ID
 
 # Finite, so that sums and ratios of "impossible" scores never produce NaN.
@@ -53,7 +60,8 @@ LOOPS = ("graph", "host")
 @dataclasses.dataclass
 class BeamSearchOutput:
     """`ids` [batch, beam, length]: each sentence's finished hypotheses, best first, EOS
-    included (unless cut at the maximum length) and 0-padded; `scores` [batch, beam]:
+    included and 0-padded, then if it finished fewer than `beam` its best hypotheses cut at
+    the maximum length (no EOS), best first; `scores` [batch, beam]:
     log P / length penalty; `steps`: the positions decoded (fewer than the longest maximum
     length when every sentence stopped early)."""
 
@@ -76,7 +84,7 @@ class BeamSearch:
             vocab] predict the token at `position`. `state` is a nested structure of tensors
             the search reorders as it keeps hypotheses (`reorder_state`); `constants` are left
             alone.
-        beam_size: hypotheses kept per sentence; 1 is greedy search.
+        beam_size: hypotheses kept per sentence; 1 is greedy search (or sampling).
         alpha: length-penalty exponent α ≥ 0 (0: plain log-probability).
         eos_id: the end-of-sentence id.
         force_max_length: never end a hypothesis with EOS, so every sentence decodes exactly
@@ -89,17 +97,22 @@ class BeamSearch:
         reorder_state: `(state, parent_beams [batch, beam]) -> state`, the state once
             hypothesis i of each sentence continues its hypothesis `parent_beams[b, i]`.
             Default `reorder_rows`: a state of tensors with batch·beam rows, copied.
+        sampler: a `sampling.Sampler` to draw each token at random instead of taking the most
+            probable (beam_size 1 only); each call then takes a `seed`.
     """
 
     def __init__(self, step_fn, beam_size, alpha, eos_id=EOS_ID, force_max_length=False,
                  variables=(), jit_compile=False, fixed_shapes=True, loop="host",
-                 reorder_state=reorder_rows):
+                 reorder_state=reorder_rows, sampler=None):
         if beam_size < 1:
             raise ValueError(f"beam_size must be at least 1, got {beam_size}.")
         if alpha < 0:
             raise ValueError(f"alpha must be >= 0 (the early stop relies on it), got {alpha}.")
         if loop not in LOOPS:
             raise ValueError(f"loop must be one of {LOOPS}, got {loop!r}.")
+        if sampler is not None and beam_size != 1:
+            raise ValueError(f"sampling needs beam_size 1, got {beam_size}.")
+        self.sampler = sampler
         self.beam_size = beam_size
         self.alpha = alpha
         self.eos_id = eos_id
@@ -116,7 +129,8 @@ class BeamSearch:
             self._loop = compile_for_backend(self.search_loop, variables, jit_compile,
                                              fixed_shapes)
 
-    def __call__(self, state, constants, max_lengths, sequence_length=None):
+    def __call__(self, state, constants, max_lengths, sequence_length=None, target_prefix=None,
+                 seed=None):
         """Decodes a batch and returns a BeamSearchOutput.
 
         Args:
@@ -124,23 +138,50 @@ class BeamSearch:
             max_lengths: [batch], each sentence's maximum output length (>= 1).
             sequence_length: room for output tokens (default: the longest maximum); a caller
                 may round it up so that fewer distinct shapes get compiled.
+            target_prefix: optional [batch, prefix_length] ids, 0-padded: each sentence's
+                output begins with its row's tokens (no EOS among them; at most its maximum
+                length of them), then the search goes on from there.
+            seed: with a sampler, two int32 (the draws are a function of them).
         """
         max_lengths = np.asarray(max_lengths, dtype=np.int32)
         if max_lengths.min() < 1:
             raise ValueError(f"every maximum output length must be >= 1, got {max_lengths}.")
         batch_size, length = len(max_lengths), int(max_lengths.max())
-        search = self.initial_search(batch_size, max(length, sequence_length or 0))
+        width = max(length, sequence_length or 0)
+        search = self.initial_search(batch_size, width)
         constants = {"model": constants, "max_lengths": ops.convert_to_tensor(max_lengths)}
+        if target_prefix is not None:
+            constants["target_prefix"] = self._prefix_columns(target_prefix, max_lengths, width)
+        if self.sampler is not None:
+            if seed is None:
+                raise ValueError("a sampling search needs a seed.")
+            constants["seed"] = ops.convert_to_tensor(np.asarray(seed, np.int32))
         if self.loop == "graph":
             search, steps = self._loop(search, state, constants)
             steps = int(ops.convert_to_numpy(steps))
         else:
             search, steps = self._host_loop(search, state, constants, length)
-        ids = ops.convert_to_numpy(search["finished_seq"])[:, :, 1:]
+        ids, scores = (ops.convert_to_numpy(tensor) for tensor in self.results(search))
         written = np.flatnonzero((ids != 0).any(axis=(0, 1)))
         used = written[-1] + 1 if written.size else 1
-        return BeamSearchOutput(ids[:, :, :used], ops.convert_to_numpy(search["finished_scores"]),
-                                steps)
+        return BeamSearchOutput(ids[:, :, :used], scores, steps)
+
+    def _prefix_columns(self, target_prefix, max_lengths, width):
+        """The prefixes as the step reads them: [batch, width + 1] int32, column p the token
+        forced at position p (0: none). Raises ValueError for a prefix holding EOS or padding
+        inside, or longer than its sentence's maximum length."""
+        target_prefix = np.asarray(target_prefix, np.int32).reshape(len(max_lengths), -1)
+        lengths = np.count_nonzero(target_prefix, axis=1)
+        for row, (ids, count) in enumerate(zip(target_prefix, lengths)):
+            if (ids[:count] == 0).any() or (ids == self.eos_id).any():
+                raise ValueError(f"target prefix {row} must be tokens other than EOS followed "
+                                 f"only by padding, got {ids.tolist()}.")
+            if count > max_lengths[row]:
+                raise ValueError(f"target prefix {row} has {count} tokens, more than its "
+                                 f"maximum output length {max_lengths[row]}.")
+        columns = np.zeros((len(max_lengths), width + 1), np.int32)
+        columns[:, : target_prefix.shape[1]] = target_prefix[:, : width + 1]
+        return ops.convert_to_tensor(columns)
 
     def _host_loop(self, search, state, constants, length):
         steps = 0
@@ -178,7 +219,24 @@ class BeamSearch:
         search = self.initial_search(ops.shape(max_lengths)[0], sequence_length)
         search, _ = self.search_loop(search, state, {"model": constants,
                                                      "max_lengths": max_lengths})
-        return search["finished_seq"][:, :, 1:], search["finished_scores"]
+        return self.results(search)
+
+    def results(self, search):
+        """`(ids [batch, beam, length], scores [batch, beam])` of a finished search: each
+        sentence's finished hypotheses, then in the slots they leave empty its best ones cut
+        at the maximum length."""
+        beam = self.beam_size
+        finished = ops.sum(ops.cast(search["finished_scores"] > NEG_INF / 2, "int32"), axis=1,
+                           keepdims=True)
+        slots = ops.expand_dims(ops.arange(beam, dtype="int32"), 0)
+        taken = ops.where(slots < finished, slots, beam + slots - finished)
+        scores = ops.take_along_axis(
+            ops.concatenate([search["finished_scores"], search["cut_scores"]], axis=1), taken,
+            axis=1)
+        ids = ops.take_along_axis(
+            ops.concatenate([search["finished_seq"], search["cut_seq"]], axis=1),
+            ops.expand_dims(taken, 2), axis=1)
+        return ids[:, :, 1:], scores
 
     def initial_search(self, batch_size, length):
         """The search's starting tensors for `length` output positions (sizes may be
@@ -191,6 +249,8 @@ class BeamSearch:
             "alive_log_probs": ops.zeros((batch_size, beam), "float32") + first_only,
             "finished_seq": ops.zeros((batch_size, beam, length + 1), "int32"),
             "finished_scores": ops.full((batch_size, beam), NEG_INF, "float32"),
+            "cut_seq": ops.zeros((batch_size, beam, length + 1), "int32"),
+            "cut_scores": ops.full((batch_size, beam), NEG_INF, "float32"),
             "done": ops.zeros((batch_size,), "bool"),
         }
 
@@ -203,23 +263,10 @@ class BeamSearch:
             ops.reshape(alive_seq, (batch_size * beam, sequence_width)), position, state,
             constants["model"],
         )
-        vocab_size = ops.shape(logits)[-1]
-        # Id 0 is padding (and the start symbol), never an output token. Excluded before the
-        # softmax, so that scores are log-probabilities over the tokens that can be chosen.
-        never = ops.arange(vocab_size) == PAD_ID
-        if self.force_max_length:
-            never = ops.logical_or(never, ops.arange(vocab_size) == self.eos_id)
-        logits = ops.where(never, NEG_INF, ops.cast(logits, "float32"))
-
-        # The 2·beam best continuations: at most `beam` of them end in EOS, so at least
-        # `beam` stay alive. Beam 1 is greedy search: the argmax alone continues or ends.
-        # They are among each hypothesis's own 2·beam best tokens, so the vocabulary-wide
-        # work is one top-k and one log-sum-exp per hypothesis; log-probabilities are
-        # computed for those few tokens only, never for the whole vocabulary.
+        best_log_probs, best_ids = self._choices(logits, constants, position)
+        per_hypothesis = ops.shape(best_ids)[-1]
+        # The 2·beam best continuations (the argmax or the sample alone for beam 1).
         width = 2 * beam if beam > 1 else 1
-        per_hypothesis = min(width, vocab_size)  # a tiny vocabulary may have fewer tokens
-        best_logits, best_ids = ops.top_k(logits, per_hypothesis)
-        best_log_probs = best_logits - ops.logsumexp(logits, axis=-1, keepdims=True)
         candidates = ops.expand_dims(search["alive_log_probs"], 2) + ops.reshape(
             best_log_probs, (batch_size, beam, per_hypothesis))
         top_log_probs, top_indices = ops.top_k(ops.reshape(candidates, (batch_size, -1)), width)
@@ -233,16 +280,17 @@ class BeamSearch:
 
         length = position + 1
         max_lengths = constants["max_lengths"]
-        ends = ops.logical_or(
-            top_ids == self.eos_id, ops.expand_dims(length >= max_lengths, 1)
-        )
+        ends = top_ids == self.eos_id
+        # Continuations of the start's copies (all but the first beam start impossible) or of
+        # tokens a prefix excludes are no hypotheses: they neither finish nor get cut.
+        real = top_log_probs > NEG_INF / 2
 
         alive_log_probs, keep = ops.top_k(ops.where(ends, NEG_INF, top_log_probs), beam)
         alive_seq = ops.take_along_axis(top_seq, ops.expand_dims(keep, 2), axis=1)
         state = self.reorder_state(state, ops.take_along_axis(top_beams, keep, axis=1))
 
         # A sentence already done takes no new finished hypotheses.
-        newly_finished = ops.logical_and(ends, ops.expand_dims(~search["done"], 1))
+        newly_finished = ends & real & ops.expand_dims(~search["done"], 1)
         new_scores = ops.where(
             newly_finished, top_log_probs / length_penalty(length, self.alpha), NEG_INF
         )
@@ -255,6 +303,15 @@ class BeamSearch:
             axis=1,
         )
 
+        # The live hypotheses of a sentence reaching its maximum length are cut there.
+        cut_now = ops.expand_dims(~search["done"] & (length == max_lengths), 1)
+        cut_scores = ops.where(
+            cut_now,
+            ops.where(alive_log_probs > NEG_INF / 2,
+                      alive_log_probs / length_penalty(length, self.alpha), NEG_INF),
+            search["cut_scores"])
+        cut_seq = ops.where(ops.expand_dims(cut_now, 2), alive_seq, search["cut_seq"])
+
         best_reachable = alive_log_probs[:, 0] / length_penalty(max_lengths, self.alpha)
         done = search["done"] | (length >= max_lengths) | (finished_scores[:, -1] >= best_reachable)
         search = {
@@ -262,7 +319,40 @@ class BeamSearch:
             "alive_log_probs": alive_log_probs,
             "finished_seq": finished_seq,
             "finished_scores": finished_scores,
+            "cut_seq": cut_seq,
+            "cut_scores": cut_scores,
             "done": done,
         }
         return search, state
+
+    def _choices(self, logits, constants, position):
+        """Each hypothesis's candidate next tokens, `(log_probs, ids)` [batch·beam, k]: its
+        2·beam most probable (1 for greedy search), or one drawn by the sampler; the token a
+        target prefix forces alone, at its log-probability.
+
+        Log-probabilities are renormalised over the tokens that may be output (never id 0;
+        never EOS under `force_max_length`) and computed for the chosen few tokens only,
+        never for the whole vocabulary."""
+        vocab_size = ops.shape(logits)[-1]
+        tokens = ops.arange(vocab_size)
+        never = tokens == PAD_ID
+        if self.force_max_length:
+            never = ops.logical_or(never, tokens == self.eos_id)
+        logits = ops.where(never, NEG_INF, ops.cast(logits, "float32"))
+        normaliser = ops.logsumexp(logits, axis=-1, keepdims=True)
+        if "target_prefix" in constants:
+            forced = ops.repeat(constants["target_prefix"][:, position], self.beam_size, axis=0)
+            forced = ops.expand_dims(forced, 1)
+            logits = ops.where((forced != PAD_ID) & (tokens != forced), NEG_INF, logits)
+        if self.sampler is not None:
+            ids = ops.expand_dims(
+                self.sampler.sample(logits, step_seed(constants["seed"], position)), 1)
+            chosen = ops.take_along_axis(logits, ids, axis=1)
+        else:
+            # At most `beam` of the 2·beam end in EOS, so at least `beam` stay alive. Beam 1
+            # is greedy search: the argmax alone continues or ends. A tiny vocabulary may
+            # have fewer tokens.
+            count = min(2 * self.beam_size if self.beam_size > 1 else 1, vocab_size)
+            chosen, ids = ops.top_k(logits, count)
+        return chosen - normaliser, ops.cast(ids, "int32")
 

@@ -50,15 +50,17 @@ def decode_output_line(beams, return_beams):
     return beams_line(beams) if return_beams else beams[0][0]
 
 
-def encode_lines(problem, lines, path):
-    """`problem.encode` of every line, checked before any decoding: a line the problem cannot
-    encode is a ConfigurationError naming `path`, its line number and what is accepted."""
+def encode_lines(problem, lines, path, encode=None):
+    """`encode` (default `problem.encode`) of every line, checked before any decoding: a line
+    the problem cannot encode is a ConfigurationError naming `path`, its line number and what
+    is accepted."""
     from t2t_repro.data.problem import UnencodableInputError
 
+    encode = encode or problem.encode
     id_lists, bad = [], []
     for line_number, line in enumerate(lines, 1):
         try:
-            id_lists.append(problem.encode(line))
+            id_lists.append(encode(line))
         except UnencodableInputError as error:
             bad.append((line_number, error))
     if bad:
@@ -102,12 +104,13 @@ def read_sources(problem, source_path, reference_path=None):
     return sources, encode_lines(problem, sources, source_path), references
 
 
-def decoded_with_alignments(problem, search, id_lists, batch_size, aligner, progress=None):
+def decoded_with_alignments(problem, search, id_lists, batch_size, aligner, progress=None,
+                            prefix_lists=None):
     """`(hypotheses, alignments)` of encoded sources: each one's `[(text, score), ...]`, best
     first (`text_decoding.decode_encoded`), and the Pharaoh line of its best hypothesis."""
     from t2t_repro.decoding.text_decoding import decode_id_lists
 
-    outputs = decode_id_lists(search, id_lists, batch_size, progress)
+    outputs = decode_id_lists(search, id_lists, batch_size, progress, prefix_lists)
     hypotheses = [[(problem.decode(ids), float(score)) for ids, score in zip(beams, scores)]
                   for beams, scores in outputs]
     return hypotheses, aligner(id_lists, [beams[0] for beams, _ in outputs], batch_size)
@@ -118,24 +121,62 @@ def with_alignment(line, alignment):
     return f"{line}\t{alignment}"
 
 
+def read_target_prefixes(problem, path, count):
+    """The target prefixes of `path`, one line per source (an empty line: none), encoded
+    without EOS (`problem.encode_target_prefix`); a ConfigurationError when it has not `count`
+    lines, or a line cannot be encoded."""
+    lines = read_lines(path)
+    if len(lines) != count:
+        raise ConfigurationError(f"--target_prefix_file has {len(lines)} lines but "
+                                 f"--decode_from_file has {count}; they must be aligned line by "
+                                 f"line (an empty line: no prefix).")
+    return encode_lines(problem, lines, path, problem.encode_target_prefix)
+
+
+def check_prefix_lengths(search, id_lists, prefix_lists, path):
+    """Raises ConfigurationError naming `path`'s first line whose prefix has more pieces than
+    its source's maximum output length (`search.max_lengths`), before any decoding."""
+    for line_number, (ids, prefix) in enumerate(zip(id_lists, prefix_lists), 1):
+        limit = int(search.max_lengths([ids])[0])
+        if len(prefix) > limit:
+            raise ConfigurationError(
+                f"{path} line {line_number}: the prefix has {len(prefix)} pieces, more than "
+                f"the {limit} its source may be translated into; shorten it or raise the "
+                f"decode hparam extra_length.")
+
+
+def sampling_note(decode_hparams):
+    """", sampling_method=random, ..." for a sampling decode, else ""."""
+    if decode_hparams.sampling_method == "argmax":
+        return ""
+    return (f", sampling_method={decode_hparams.sampling_method}, "
+            f"sampling_temp={decode_hparams.sampling_temp}, "
+            f"sampling_keep_top_k={decode_hparams.sampling_keep_top_k}, "
+            f"sampling_keep_top_p={decode_hparams.sampling_keep_top_p}")
+
+
 def decode_file(problem, search, decode_hparams, sources, id_lists, references=None,
-                output_path=None, stdout=None, stderr=None, aligner=None):
+                output_path=None, stdout=None, stderr=None, aligner=None, prefix_lists=None):
     """Decodes the non-blank `sources` (encoded as `id_lists`) in batches of
     `decode_hparams.batch_size`, with progress on `stderr`; writes the output lines to
     `output_path` (atomically), else prints them on `stdout`; with `references`, prints the
     problem's scores. With an `alignments.Aligner`, each line ends with a tab and the best
-    hypothesis's alignment (a blank source's is empty). Returns the output lines."""
+    hypothesis's alignment (a blank source's is empty). `prefix_lists`: each source's target
+    prefix ids (a blank source still gives an empty line). Returns the output lines."""
     from t2t_repro.decoding.text_decoding import decode_encoded
 
     stderr = sys.stderr if stderr is None else stderr
     blank = [is_blank(source) for source in sources]
     to_decode = [ids for ids, skip in zip(id_lists, blank) if not skip]
+    prefixes = (None if prefix_lists is None else
+                [prefix for prefix, skip in zip(prefix_lists, blank) if not skip])
     progress = ProgressPrinter(stderr)
     if aligner is None:
-        decoded = decode_encoded(problem, search, to_decode, decode_hparams.batch_size, progress)
+        decoded = decode_encoded(problem, search, to_decode, decode_hparams.batch_size, progress,
+                                 prefixes)
     else:
         decoded, alignments = decoded_with_alignments(
-            problem, search, to_decode, decode_hparams.batch_size, aligner, progress)
+            problem, search, to_decode, decode_hparams.batch_size, aligner, progress, prefixes)
     decoded = iter(decoded)
     beams = [blank_beams(decode_hparams) if skip else next(decoded) for skip in blank]
     lines = [decode_output_line(hypotheses, decode_hparams.return_beams) for hypotheses in beams]

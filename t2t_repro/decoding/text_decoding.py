@@ -3,6 +3,7 @@
 import numpy as np
 
 from t2t_repro.decoding.alignments import add_alignment_hparams
+from t2t_repro.decoding.sampling import create_sampler
 from t2t_repro.decoding.transformer_search import TransformerBeamSearch
 from t2t_repro.errors import ConfigurationError
 from t2t_repro.names import PAD_ID
@@ -10,21 +11,33 @@ from t2t_repro.names import PAD_ID
 
 def create_decode_hparams(problem, overrides=""):
     """The problem's beam search settings with `"name=value,..."` overrides (strict), plus
-    `return_beams` (write every hypothesis with its score, not only the best) and the
-    alignment hparams (`alignments.add_alignment_hparams`)."""
+    `return_beams` (write every hypothesis with its score, not only the best), the alignment
+    hparams (`alignments.add_alignment_hparams`) and tensor2tensor's sampling hparams:
+    `sampling_method` ("argmax": beam or greedy search; "random": sample, beam_size 1),
+    `sampling_temp`, `sampling_keep_top_k` (0: all tokens) and `sampling_keep_top_p` (nucleus
+    sampling; 1.0: all tokens)."""
     hparams = problem.default_decode_hparams()
     hparams.add_hparam("return_beams", False)
     add_alignment_hparams(hparams)
+    for name, value in SAMPLING_DEFAULTS.items():
+        hparams.add_hparam(name, value)
     return hparams.override_from_string(overrides or "")
 
 
-def create_search(model, decode_hparams, **kwargs):
-    """A TransformerBeamSearch configured by `decode_hparams` (kwargs: its other options)."""
+SAMPLING_DEFAULTS = {"sampling_method": "argmax", "sampling_temp": 1.0,
+                     "sampling_keep_top_k": 0, "sampling_keep_top_p": 1.0}
+
+
+def create_search(model, decode_hparams, seed=None, **kwargs):
+    """A TransformerBeamSearch configured by `decode_hparams`; `seed` seeds sampling (kwargs:
+    its other options). Raises HParamsError for sampling settings it cannot run."""
     return TransformerBeamSearch(
         model,
         beam_size=decode_hparams.beam_size,
         alpha=decode_hparams.alpha,
         extra_length=decode_hparams.extra_length,
+        sampler=create_sampler(decode_hparams),
+        seed=seed,
         **kwargs,
     )
 
@@ -37,9 +50,10 @@ def _padded(id_lists):
     return batch
 
 
-def decode_id_lists(search, id_lists, batch_size, progress=None):
+def decode_id_lists(search, id_lists, batch_size, progress=None, prefix_lists=None):
     """Each source id list's hypotheses, `(ids [beam, length], scores [beam])`, best first;
-    ids include EOS when produced and are 0-padded.
+    ids include EOS when produced and are 0-padded. `prefix_lists`, one target id list per
+    source (empty: none), forces each output's first tokens.
 
     Sentences are decoded in batches of `batch_size` sorted by length, so a batch pads
     little and stops early together, then put back in their original order. `progress(done,
@@ -49,7 +63,12 @@ def decode_id_lists(search, id_lists, batch_size, progress=None):
     outputs = [None] * len(id_lists)
     for start in range(0, len(order), batch_size):
         indices = order[start : start + batch_size]
-        output = search(_padded([id_lists[index] for index in indices]))
+        sources = _padded([id_lists[index] for index in indices])
+        if prefix_lists is None:
+            output = search(sources)
+        else:
+            output = search(sources, target_prefix=_padded(
+                [prefix_lists[index] for index in indices]))
         for index, ids, scores in zip(indices, output.ids, output.scores):
             outputs[index] = (ids, scores)
         if progress is not None:
@@ -69,10 +88,11 @@ def input_limit(model, max_input_tokens=None):
     return limit
 
 
-def decode_encoded(problem, search, id_lists, batch_size, progress=None):
+def decode_encoded(problem, search, id_lists, batch_size, progress=None, prefix_lists=None):
     """Sources already encoded (`problem.encode`) -> each one's hypotheses as `[(text, score),
-    ...]`, best first; lets a caller reject unencodable input before decoding anything."""
-    outputs = decode_id_lists(search, id_lists, batch_size, progress)
+    ...]`, best first; lets a caller reject unencodable input before decoding anything.
+    `prefix_lists`: target prefixes (`problem.encode_target_prefix`), one per source."""
+    outputs = decode_id_lists(search, id_lists, batch_size, progress, prefix_lists)
     return [[(problem.decode(ids), float(score)) for ids, score in zip(beams, scores)]
             for beams, scores in outputs]
 
@@ -81,7 +101,9 @@ class DecodeEvaluation:
     """Beam-decodes the first `num_examples` eval examples (-1: all) and scores them with the
     problem's `decode_metrics` (sacreBLEU for translation, bracket F1 for parsing).
 
-    The examples are read once; the compiled search is built on first use and reused.
+    The examples are read once; the compiled search is built on first use and reused. A model
+    training under a mixed-precision policy decodes through a float32 copy of its weights, so
+    that the figures are the decoder's (which always decodes in float32).
     """
 
     def __init__(self, problem, decode_hparams, num_examples):
@@ -94,13 +116,27 @@ class DecodeEvaluation:
         self.input_texts = [problem.decode(inputs) for inputs, _ in pairs]
         self.target_texts = [problem.decode(targets) for _, targets in pairs]
         self._search = None
+        self._float32_copy = None
 
     def decode(self, model):
         """`model`'s decoded texts of the examples."""
+        model = self._in_float32(model)
         if self._search is None or self._search.model is not model:
             self._search = create_search(model, self.decode_hparams)
         outputs = decode_id_lists(self._search, self.input_ids, self.decode_hparams.batch_size)
         return [self.problem.decode(beams[0]) for beams, _ in outputs]
+
+    def _in_float32(self, model):
+        """`model` if it computes in float32, else a float32 copy holding its current weights
+        (made once, its weights refreshed at every call)."""
+        if model.dtype_policy.name == "float32":
+            return model
+        if self._float32_copy is None or self._float32_copy[0] is not model:
+            config = dict(model.get_config(), dtype="float32")
+            self._float32_copy = (model, type(model).from_config(config).build_weights())
+        copy = self._float32_copy[1]
+        copy.set_weights(model.get_weights())
+        return copy
 
     def score(self, decodes):
         """`{metric: value}` of decoded texts of the examples, in their order."""

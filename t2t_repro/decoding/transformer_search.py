@@ -1,5 +1,5 @@
-"""Beam search with a Transformer: the cached incremental decoder, or for comparison the
-uncached one that recomputes the whole prefix at every step."""
+"""Beam search (greedy search, sampling) with a Transformer: the cached incremental decoder, or
+for comparison the uncached one that recomputes the whole prefix at every step."""
 
 import keras
 import numpy as np
@@ -42,10 +42,14 @@ class TransformerBeamSearch:
         loop: "graph" (the whole search is one compiled `while_loop`) or "host" (a Python
             loop over the compiled step; see `BeamSearch`). The uncached decoder always runs
             on the host loop: its shapes change every step.
+        sampler: a `sampling.Sampler` (beam_size 1): draw each token instead of the argmax.
+        seed: with a sampler, seeds the draws (None: a random seed), so that a search made
+            with the same seed and given the same batches samples the same outputs.
     """
 
     def __init__(self, model, beam_size=4, alpha=0.6, extra_length=50, use_cache=True,
-                 force_max_length=False, jit_compile=False, loop="graph"):
+                 force_max_length=False, jit_compile=False, loop="graph", sampler=None,
+                 seed=None):
         self.model = model
         self.beam_size = beam_size
         self.extra_length = extra_length
@@ -58,8 +62,10 @@ class TransformerBeamSearch:
             step_fn, beam_size, alpha, force_max_length=force_max_length,
             variables=model.variables, jit_compile=jit_compile and use_cache,
             fixed_shapes=use_cache, loop=loop if use_cache else "host",
-            reorder_state=reorder_state,
+            reorder_state=reorder_state, sampler=sampler,
         )
+        # Draws each batch's seed pair on the host, outside the compiled search.
+        self._seeds = keras.random.SeedGenerator(seed) if sampler is not None else None
 
     def max_lengths(self, inputs):
         """Each sentence's maximum output length: its source length (EOS included) plus
@@ -75,9 +81,11 @@ class TransformerBeamSearch:
             lengths = ops.minimum(lengths, self.model.max_positions)
         return ops.maximum(lengths, 1)
 
-    def __call__(self, inputs, max_lengths=None):
+    def __call__(self, inputs, max_lengths=None, target_prefix=None):
         """Decodes `inputs` [batch, source_length]; `max_lengths` [batch] overrides
-        `self.max_lengths(inputs)`. Returns a BeamSearchOutput (ids [batch, beam, length]).
+        `self.max_lengths(inputs)`; `target_prefix` [batch, prefix_length] (0-padded target
+        ids, no EOS): each output begins with its row's tokens, and the search continues from
+        there. Returns a BeamSearchOutput (ids [batch, beam, length]).
 
         Raises a ValueError naming hparam max_length, before any computation, when a source or
         a `max_lengths` entry exceeds a learned-position model's table.
@@ -96,13 +104,21 @@ class TransformerBeamSearch:
         memory, memory_mask = self.model.encode(ops.convert_to_tensor(inputs), training=False)
         sequence_length = padded_length(int(np.max(max_lengths)), limit)
         state, constants = self._search_inputs(memory, memory_mask, sequence_length)
-        return self.search(state, constants, max_lengths, sequence_length)
+        seed = None
+        if self._seeds is not None:
+            # Below 2^30, so that adding a position stays within int32.
+            seed = np.asarray(ops.convert_to_numpy(self._seeds.next())).astype(np.int64) % 2**30
+        return self.search(state, constants, max_lengths, sequence_length,
+                           target_prefix=target_prefix, seed=seed)
 
     def graph_decode(self, inputs):
         """`inputs` [batch, source_length] int32 (0-padded; sizes may be symbolic) ->
         `(ids [batch, beam, length], scores [batch, beam])`, all in tensor ops with the same
         padding and maximum lengths as `__call__`, for tracing into a compiled program such as
-        an exported SavedModel. The caller keeps sources within `model.max_positions`."""
+        an exported SavedModel. The caller keeps sources within `model.max_positions`.
+        Beam search and greedy search only (no sampler)."""
+        if self.search.sampler is not None:
+            raise ValueError("graph_decode has no sampling; decode with sampling_method=argmax.")
         limit = self.model.max_positions
         lengths = ops.sum(ops.cast(inputs != PAD_ID, "int32"), axis=1)
         width = ops.max(ops.concatenate([lengths, ops.ones((1,), "int32")]))

@@ -8,7 +8,10 @@ def sinusoidal_position_encoding(length, hidden_size, start_index=0):
     """[length, hidden_size]: PE(pos, 2i) = sin(pos/10000^(2i/d)), PE(pos, 2i+1) = cos(...).
 
     Even channels hold sines and odd channels cosines, interleaved exactly as the paper writes
-    it (tensor2tensor concatenates the two halves instead, which is a permutation of this).
+    it. tensor2tensor's `add_timing_signal_1d` is a different encoding, not a reordering of
+    this one: it concatenates all sines then all cosines, and spaces its d/2 frequencies
+    geometrically from 1 to 1/10⁴ by log(10⁴)/(d/2 − 1), where the paper's step is
+    log(10⁴)/(d/2) and its lowest frequency 10000^(−(d−2)/d).
     """
     return sinusoids_at(ops.arange(length) + start_index, hidden_size)
 

@@ -30,8 +30,10 @@ PACKING_FEATURES = ("inputs_segmentation", "inputs_position", "targets_segmentat
 
 
 def shift_right(targets, targets_position=None):
-    """Decoder inputs: the targets delayed by one position, starting with id 0 (as tensor2tensor);
-    in packed rows (`targets_position` given) every pair starts with id 0."""
+    """Decoder inputs: the targets delayed by one position, starting with id 0, whose
+    embedding row is trained like any other (tensor2tensor's `shift_right_3d` instead starts
+    from an all-zero vector, and it zeroes the embedding of padding id 0); in packed rows
+    (`targets_position` given) every pair starts with id 0."""
     shifted = ops.pad(targets, ((0, 0), (1, 0)))[:, :-1]
     if targets_position is None:
         return shifted

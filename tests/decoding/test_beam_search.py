@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from keras import ops
 
-from t2t_repro.decoding.beam_search import BeamSearch, BeamSearchOutput, length_penalty
+from t2t_repro.decoding.beam_search import NEG_INF, BeamSearch, BeamSearchOutput, length_penalty
 from t2t_repro.decoding.text_decoding import decode_id_lists
 from t2t_repro.decoding.transformer_search import TransformerBeamSearch
 from t2t_repro.hparams import create_hparams
@@ -21,7 +21,9 @@ pytestmark = pytest.mark.filterwarnings("ignore:You are using a softmax over axi
 # The scripted vocabulary: PAD (never predicted), EOS and three words.
 PAD, EOS, A, B, C = 0, 1, 2, 3, 4
 VOCAB = 5
-IMPOSSIBLE = -1e4  # the logit of a token of probability 0
+# The logit of a token of probability 0: the search's own "impossible", so that such a token
+# never makes a hypothesis (one ending in EOS would be finished, and outrank any cut one).
+IMPOSSIBLE = NEG_INF
 log = math.log
 
 
@@ -181,6 +183,74 @@ def test_without_eos_hypotheses_are_cut_at_the_maximum_length():
     np.testing.assert_array_equal(output.ids, [[[A, A, A], [B, A, A]]])
     np.testing.assert_allclose(output.scores, [[log(0.336), log(0.252)]], rtol=1e-5)
     assert steps == 3
+
+
+# tensor2tensor's fallback, on the case of issue 27: α = 0.6, a 20-token source and
+# extra_length 50, so a maximum length of 70. Vocabulary: PAD, EOS, A, B and JUNK_TOKENS
+# others. From the start, A .5 and B .4 (the rest spread over the others). After A: A again,
+# forever, each with the probability that makes 70 of them (the first included) log P -12;
+# EOS 1e-4. After B: B, and at position 19 EOS, each with the probability that makes the
+# 20 tokens log P -8; EOS before position 19 1e-4. After any other token: uniform. Every
+# token off the two paths costs about 6 nats, so no other hypothesis comes near them.
+JUNK_TOKENS = 100
+LOOP_LOG_PROB, LOOP_LENGTH = -12.0, 70
+FINISHED_LOG_PROB, FINISHED_LENGTH = -8.0, 20
+
+
+def _distribution(favourite, probability, eos=1e-4):
+    """Log-probabilities over the vocabulary: `favourite` has `probability`, EOS `eos`, the
+    junk tokens share the rest."""
+    vocab = 4 + JUNK_TOKENS
+    probabilities = np.full(vocab, (1.0 - probability - eos) / JUNK_TOKENS)
+    probabilities[[PAD, EOS, A, B]] = 0.0
+    probabilities[EOS] += eos
+    probabilities[favourite] += probability
+    with np.errstate(divide="ignore"):
+        return np.maximum(np.log(probabilities), NEG_INF).astype(np.float32)
+
+
+def _looping_or_finishing_step(sequences, position, state, constants):
+    start, loop, finishing, finish, junk = constants
+    first = sequences[:, 1]
+    columns = ops.expand_dims(ops.arange(ops.shape(sequences)[1]), 0)
+    in_output = (columns >= 1) & (columns <= position)
+    on_path = ops.all(ops.where(in_output, sequences == ops.expand_dims(first, 1), True),
+                      axis=1, keepdims=True)
+    path_b = ops.where(position == FINISHED_LENGTH - 1, finish, finishing)
+    row = ops.where(ops.expand_dims(first, 1) == A, loop, path_b)
+    row = ops.where(on_path, row, junk)
+    return ops.where(position == 0, ops.expand_dims(start, 0), row), state
+
+
+@pytest.mark.parametrize("loop", ["host", "graph"])
+def test_a_hypothesis_cut_at_the_maximum_length_never_outranks_a_finished_one(loop):
+    """The looping A…A is cut at length 70 with log P -12: -12 / lp(70) = -2.64 would beat
+    the finished B…B EOS, -8 / lp(20) = -3.40, were it ranked with the finished ones. A
+    sentence that finished none returns its cut hypotheses (the tests above without EOS)."""
+    alpha = 0.6
+    loop_score = LOOP_LOG_PROB / _lp(LOOP_LENGTH, alpha)
+    finished_score = FINISHED_LOG_PROB / _lp(FINISHED_LENGTH, alpha)
+    assert round(loop_score, 2) == -2.64 and round(finished_score, 2) == -3.40
+    start_a, start_b = 0.5, 0.4
+    loop_token = math.exp((LOOP_LOG_PROB - log(start_a)) / (LOOP_LENGTH - 1))
+    path_token = math.exp((FINISHED_LOG_PROB - log(start_b)) / (FINISHED_LENGTH - 1))
+    start = _distribution(A, start_a, eos=0.0)
+    start[B] = log(start_b)
+    start[4:] = log((1 - start_a - start_b) / JUNK_TOKENS)
+    junk = np.full(4 + JUNK_TOKENS, -log(3 + JUNK_TOKENS), np.float32)
+    junk[PAD] = NEG_INF
+    tables = (start, _distribution(A, loop_token), _distribution(B, path_token),
+              _distribution(EOS, path_token, eos=0.0), junk)
+    search = BeamSearch(_looping_or_finishing_step, 2, alpha, loop=loop)
+    output = search(ops.zeros((2,), "int32"), tuple(map(ops.convert_to_tensor, tables)),
+                    [LOOP_LENGTH])
+    assert output.steps == LOOP_LENGTH  # the loop stayed alive to the end
+    assert output.best()[0].tolist()[:FINISHED_LENGTH + 1] == [B] * 19 + [EOS, PAD]
+    assert output.scores[0, 0] == pytest.approx(finished_score, abs=1e-4)
+    # Only B…B EOS finished (the off-path tokens never stayed in the beam long enough to end):
+    # the slot left empty holds the cut A…A, after it despite its better score.
+    np.testing.assert_array_equal(output.ids[0, 1], [A] * LOOP_LENGTH)
+    assert output.scores[0, 1] == pytest.approx(loop_score, abs=1e-4)
 
 
 def test_each_sentence_stops_at_its_own_maximum_length():

@@ -1,6 +1,8 @@
 """DecodeEvaluation, the trainer's per-eval decoding: which examples it reads and how it scores
-them, with an oracle search standing in for the model so the expected scores are known."""
+them, with an oracle search standing in for the model so the expected scores are known; and
+that a model training in mixed precision decodes in float32, as the decoder does."""
 
+import keras
 import numpy as np
 import pytest
 
@@ -28,6 +30,12 @@ class _ReversingSearch:
                 output = output[:-1]
             ids[row, 0, : len(output) + 1] = output + [EOS_ID]
         return BeamSearchOutput(ids, np.zeros((len(inputs), 1), np.float32))
+
+
+class _Float32Model:
+    """Stands in for the trained model the oracle search ignores."""
+
+    dtype_policy = keras.dtype_policies.DTypePolicy("float32")
 
 
 @pytest.fixture
@@ -58,7 +66,7 @@ def test_a_count_reads_the_first_examples():
 
 def test_scores_the_decodes_with_the_problems_metric(oracle):
     _, evaluation = _evaluation("algorithmic_reverse", 50)
-    assert evaluation(model=object()) == {"exact_match": 1.0}
+    assert evaluation(model=_Float32Model()) == {"exact_match": 1.0}
 
 
 def test_a_wrong_decode_counts_against_exact_match(oracle, monkeypatch):
@@ -67,4 +75,43 @@ def test_a_wrong_decode_counts_against_exact_match(oracle, monkeypatch):
     sequences = problem.sequences(EVAL)
     right = sum(len(s) <= 12 for s in sequences)
     assert 0 < right < len(sequences)
-    assert evaluation(model=object()) == {"exact_match": pytest.approx(right / len(sequences))}
+    assert evaluation(model=_Float32Model()) == {"exact_match": pytest.approx(right / len(sequences))}
+
+
+@pytest.mark.parametrize("policy", ["mixed_bfloat16", "mixed_float16"])
+def test_a_mixed_precision_model_decodes_in_float32_as_the_decoder(policy):
+    """The evaluation's decodes equal those of a float32 model given the same weights (the
+    decoder's), and it decodes with a float32 model: the training model's policy untouched,
+    its latest weights used at every call."""
+    from t2t_repro.hparams import create_hparams
+    from t2t_repro.models.transformer import Transformer
+
+    problem = registry.problems["algorithmic_reverse"]()
+    greedy = text_decoding.create_decode_hparams(problem, "beam_size=1")
+    evaluation = text_decoding.DecodeEvaluation(problem, greedy, 12)
+    hparams = create_hparams("transformer_tiny", "layer_prepostprocess_dropout=0.0,"
+                             "shared_embedding_and_softmax_weights=false")
+    sizes = (problem.input_vocab_size, problem.target_vocab_size)
+    keras.utils.set_random_seed(4)
+    training = Transformer(hparams, *sizes, dtype=policy).build_weights()
+    # Untrained, EOS would end every decode at once: its logit is held at 0 instead.
+    kernel = keras.ops.convert_to_numpy(training.softmax_projection.kernel).copy()
+    kernel[:, EOS_ID] = 0.0
+    training.softmax_projection.kernel.assign(kernel)
+    decoder = Transformer(hparams, *sizes, dtype="float32").build_weights()
+    decoder.set_weights(training.get_weights())
+    expected = [problem.decode(beams[0]) for beams, _ in text_decoding.decode_id_lists(
+        text_decoding.create_search(decoder, evaluation.decode_hparams), evaluation.input_ids,
+        evaluation.decode_hparams.batch_size)]
+    assert evaluation.decode(training) == expected
+    assert len(set(expected)) > 3
+    assert evaluation._search.model.compute_dtype == "float32"
+    assert training.dtype_policy.name == policy
+    # New weights (a later evaluation) are decoded with, not the first ones.
+    training.set_weights([weight * 1.5 for weight in training.get_weights()])
+    decoder.set_weights(training.get_weights())
+    later = [problem.decode(beams[0]) for beams, _ in text_decoding.decode_id_lists(
+        text_decoding.create_search(decoder, evaluation.decode_hparams), evaluation.input_ids,
+        evaluation.decode_hparams.batch_size)]
+    assert later != expected
+    assert evaluation.decode(training) == later

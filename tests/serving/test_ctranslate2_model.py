@@ -1,8 +1,9 @@
 """The CTranslate2 conversion computes what the Keras model computes: on tiny models trained
-briefly to reverse sequences, CTranslate2's greedy outputs equal ours id for id and its
-teacher-forced log-probabilities equal ours within 1e-4, for post-norm (sinusoidal positions)
-and pre-norm (learned positions) models, and so do its argmax alignments from the same
-attention layer and heads, greedy and beam 4; a quantized conversion still decodes; an existing
+briefly to reverse sequences, CTranslate2's greedy outputs equal ours id for id, so do its
+outputs given target prefixes (greedy and beam 4), and its teacher-forced log-probabilities
+equal ours within 1e-4, for post-norm (sinusoidal positions) and pre-norm (learned positions)
+models, and so do its argmax alignments from the same attention layer and heads, greedy and
+beam 4; a quantized conversion still decodes; an existing
 folder, an unknown quantization or a restricted self-attention model is refused."""
 
 import numpy as np
@@ -94,6 +95,44 @@ def test_greedy_outputs_equal_ours_id_for_id(converted):
     # Trained, not degenerate: every output differs, and many are already right.
     assert len(set(map(tuple, expected))) == len(expected)
     assert sum(reversed_right) >= len(sources) // 3, "the model should be learning to reverse"
+
+
+def reversal_prefixes(targets, rng):
+    """0 to 3 leading pieces of each target's reversal; every third non-empty one with its last
+    piece replaced by a random symbol, so that the search must continue from a wrong start."""
+    prefixes = []
+    for row, target in enumerate(targets):
+        prefix = [int(i) for i in target[target > EOS_ID][: rng.integers(0, 4)]]
+        if row % 3 == 0 and prefix:
+            prefix[-1] = int(rng.integers(FIRST_SYMBOL, VOCAB_SIZE))
+        prefixes.append(prefix)
+    return prefixes
+
+
+@pytest.mark.parametrize("beam_size", [1, 4])
+def test_target_prefix_outputs_equal_ctranslate2s(converted, beam_size):
+    """Length penalty off in both (α 0; CTranslate2's length_penalty 0): CTranslate2 divides
+    by length^penalty, not GNMT's lp, and leaves the prefix's log-probability out of its
+    scores, where ours is the whole output's log P; at α 0 both rank a sentence's
+    hypotheses alike."""
+    sources, length = converted["sources"], MAX_SYMBOLS + 6
+    prefixes = reversal_prefixes(converted["targets"], np.random.default_rng(5))
+    padded = np.zeros((len(prefixes), 3), np.int32)
+    for row, prefix in enumerate(prefixes):
+        padded[row, : len(prefix)] = prefix
+    search = TransformerBeamSearch(converted["model"], beam_size=beam_size, alpha=0.0)
+    ours = search(sources, np.full(len(sources), length), target_prefix=padded).best()
+    theirs = converted["translator"].translate_batch(
+        [tokens(row) for row in sources], target_prefix=[tokens(prefix) for prefix in prefixes],
+        beam_size=beam_size, max_decoding_length=length, length_penalty=0)
+    expected = [[int(i) for i in row if i != 0] for row in ours]
+    hypotheses = [ids_of(result.hypotheses[0]) for result in theirs]
+    assert [ids + [EOS_ID] if len(ids) < length else ids for ids in hypotheses] == expected
+    assert all(row[: len(prefix)] == prefix for row, prefix in zip(expected, prefixes))
+    # The prefixes matter: a wrong piece changes what follows.
+    unforced = search(sources, np.full(len(sources), length)).best()
+    changed = [not np.array_equal(a, b) for a, b in zip(ours, unforced)]
+    assert sum(changed) >= len(sources) // 6
 
 
 def test_teacher_forced_log_probabilities_equal_ours(converted):

@@ -309,3 +309,12 @@ def test_flags_that_disagree_with_the_run_are_an_error_naming_both(ende, tmp_pat
     assert ("--problem=translate_enfr disagrees with --problem=translate_ende that "
             f"{ende['run'] / 'flags.txt'} records" in refused.stderr)
     assert not (tmp_path / "export").exists()
+
+
+def test_a_sampling_export_is_refused(ende, tmp_path):
+    refused = run_module("t2t_repro.exporter", f"--output_dir={ende['run']}",
+                         "--decode_hparams=beam_size=1,sampling_method=random", "--version=9")
+    assert refused.returncode == 1
+    assert ("error: an export runs beam or greedy search; sampling_method=random is the "
+            "decoder's only (python -m t2t_repro.decoder)." in refused.stderr.splitlines())
+    assert not (ende["run"] / "export" / "9").exists()
