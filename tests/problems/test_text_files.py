@@ -193,8 +193,8 @@ def separate_run(corpus, tmp_path_factory):
             "target": data / "translate_text_files.target.spm.model"}
 
 
-def trained_problem_and_model(run):
-    """The run's problem (as its flags.txt names it) and model with its last weights."""
+def trained_problem_and_model(run, step=30):
+    """The run's problem (as its flags.txt names it) and model with its step's weights."""
     from t2t_repro import hparams as hparams_lib
     from t2t_repro import registry
     from t2t_repro.cli.run_flags import recorded_flags
@@ -203,7 +203,7 @@ def trained_problem_and_model(run):
     flags = recorded_flags(run)
     problem = registry.problems[flags["problem"]](data_dir=flags["data_dir"])
     model = load_trained_model("transformer", hparams_lib.load(run), problem,
-                               str(run / "ckpt-30.weights.h5"))
+                               str(run / f"ckpt-{step}.weights.h5"))
     return problem, model
 
 
@@ -236,6 +236,24 @@ def test_the_model_has_a_source_and_a_target_embedding_of_each_vocabularys_size(
     assert model.softmax_projection is None  # the output layer is the target embedding
     assert (problem.input_vocab_size, problem.target_vocab_size) == (SOURCE_PIECES,
                                                                      TARGET_PIECES)
+
+
+def test_the_jax_trainer_trains_with_separate_vocabularies_without_tensorflow(separate_run,
+                                                                             tmp_path,
+                                                                             monkeypatch):
+    monkeypatch.syspath_prepend(str(pathlib.Path(__file__).parents[1] / "training"))
+    from test_jax_training import jax_trainer
+
+    run = tmp_path / "jax"
+    trained = jax_trainer("--problem=translate_text_files", f"--data_dir={separate_run['data']}",
+                          f"--output_dir={run}", "--hparams_set=transformer_tiny",
+                          "--hparams=batch_size=1024,max_length=128", "--train_steps=3",
+                          "--schedule=train", "--random_seed=1")
+    assert trained.returncode == 0, trained.stderr[-3000:]
+    _, model = trained_problem_and_model(run, step=3)
+    hidden = model.hparams.hidden_size
+    assert tuple(model.input_embedding.embeddings.shape) == (SOURCE_PIECES, hidden)
+    assert tuple(model.target_embedding.embeddings.shape) == (TARGET_PIECES, hidden)
 
 
 def greedy_ids(model, id_lists, extra_length=5):
