@@ -7,6 +7,9 @@ eval_source=corpus/val.de,eval_target=corpus/val.en,source_language=de,target_la
 Every setting is a data hparam (`--data_hparams`), recorded with the generated data in
 `<data_dir>/translate_text_files.datagen.json`, so the trainer, decoder and exporter need only
 `--problem` and `--data_dir`. The cleaning counts go to `translate_text_files.cleaning.json`.
+With `shared_vocabulary=false` each side has its own SentencePiece model of `vocab_size` pieces
+(`translate_text_files.source.spm.model`, `.target.spm.model`) and the model its own source
+and target embeddings.
 """
 
 import glob
@@ -25,6 +28,8 @@ from t2t_repro.utils.atomic_files import atomic_path, write_text_atomically
 FILE_HPARAMS = {TRAIN: ("train_source", "train_target"), EVAL: ("eval_source", "eval_target")}
 REQUIRED_HPARAMS = (*FILE_HPARAMS[TRAIN], *FILE_HPARAMS[EVAL], "source_language",
                     "target_language")
+# The data hparams naming given SentencePiece models: one shared, or one per side.
+GIVEN_VOCABULARY_HPARAMS = ("vocabulary", "source_vocabulary", "target_vocabulary")
 
 
 def matched_files(name, pattern):
@@ -51,15 +56,12 @@ def paired_files(source_name, source_pattern, target_name, target_pattern):
 @problems.register
 class TranslateTextFiles(TranslateProblem):
     """Any language pair from parallel text files (UTF-8, one sentence a line, aligned line by
-    line) named by paths or glob patterns in --data_hparams; one shared vocabulary. Cleaning
-    rules (`data.cleaning`) apply to the training pairs; the eval split drops only empty sides."""
+    line) named by paths or glob patterns in --data_hparams; one shared vocabulary, or one per
+    side (shared_vocabulary=false). Cleaning rules (`data.cleaning`) apply to the training
+    pairs; the eval split drops only empty sides."""
 
     def __init__(self, data_dir=None, data_hparams=""):
         super().__init__(data_dir, data_hparams)
-        if not self.data_hparams.shared_vocabulary:
-            raise ProblemDataError(
-                f"{self.name}: shared_vocabulary=false (one vocabulary per language) is not "
-                f"supported yet; leave it out for one vocabulary over both languages.")
         self._cleaning = {}
 
     def default_data_hparams(self):
@@ -69,7 +71,10 @@ class TranslateTextFiles(TranslateProblem):
         for name in REQUIRED_HPARAMS:
             hparams.add_hparam(name, "")
         hparams.add_hparam("shared_vocabulary", True)
-        hparams.add_hparam("vocabulary", "")
+        hparams.add_hparam("source_vocab_size", 0)  # separate vocabularies; 0: vocab_size
+        hparams.add_hparam("target_vocab_size", 0)
+        for name in GIVEN_VOCABULARY_HPARAMS:
+            hparams.add_hparam(name, "")
         hparams.add_hparam("character_coverage", 1.0)
         hparams.add_hparam("max_length", 200)
         hparams.add_hparam("max_length_ratio", 0.0)
@@ -83,6 +88,22 @@ class TranslateTextFiles(TranslateProblem):
     @property
     def target_language(self):
         return self.data_hparams.target_language
+
+    @property
+    def shared_vocabulary(self):
+        return self.data_hparams.shared_vocabulary
+
+    def vocab_size(self, side):
+        """`<side>_vocab_size` for separate vocabularies where given, else `vocab_size`."""
+        if self.shared_vocabulary:
+            sided = [name for name in ("source_vocab_size", "target_vocab_size")
+                     if getattr(self.data_hparams, name)]
+            if sided:
+                raise ProblemDataError(
+                    f"{self.name}: {', '.join(sided)} apply to separate vocabularies "
+                    f"(shared_vocabulary=false); a shared one has vocab_size pieces.")
+            return self.data_hparams.vocab_size
+        return getattr(self.data_hparams, f"{side}_vocab_size") or self.data_hparams.vocab_size
 
     @property
     def character_coverage(self):
@@ -113,24 +134,42 @@ class TranslateTextFiles(TranslateProblem):
         hparams = self.data_hparams
         return CleaningRules(hparams.max_length, hparams.max_length_ratio, hparams.deduplicate)
 
-    def _new_vocabulary(self, train_pairs):
-        """The SentencePiece model data hparam `vocabulary` names, copied into the data folder
-        (to encode a new corpus as a run to fine-tune was encoded); else one trained here."""
-        given = self.data_hparams.vocabulary
+    def _given_vocabulary_hparam(self, side):
+        """The data hparam that may name a SentencePiece model for `side`'s vocabulary; one
+        meant for the other layout (shared or separate) is an error."""
+        expected = "vocabulary" if self.shared_vocabulary else f"{side}_vocabulary"
+        misplaced = [name for name in GIVEN_VOCABULARY_HPARAMS
+                     if getattr(self.data_hparams, name) and
+                     (name == "vocabulary") != self.shared_vocabulary]
+        if misplaced:
+            layout = ("one shared vocabulary: give vocabulary=" if self.shared_vocabulary else
+                      "separate vocabularies: give source_vocabulary= and target_vocabulary=")
+            raise ProblemDataError(
+                f"{self.name}: {', '.join(misplaced)} does not apply with shared_vocabulary="
+                f"{str(self.shared_vocabulary).lower()}; {layout}.")
+        return expected
+
+    def _new_vocabulary(self, side, sentences):
+        """The SentencePiece model a data hparam names (`vocabulary`, or `source_vocabulary`
+        / `target_vocabulary`), copied into the data folder (to encode a new corpus as a run to
+        fine-tune was encoded); else one trained here."""
+        name = self._given_vocabulary_hparam(side)
+        given = getattr(self.data_hparams, name)
         if not given:
-            return super()._new_vocabulary(train_pairs)
+            return super()._new_vocabulary(side, sentences)
+        path = self.vocabulary_file(side)
         try:
             given_vocabulary = SubwordVocabulary(os.path.expanduser(given))
         except (OSError, RuntimeError) as error:
-            raise RawDataError(f"vocabulary={given} is not a SentencePiece model this can read "
-                               f"({error}); name a run's <data_dir>/{self.data_name}.spm.model.")
-        with atomic_path(self.vocabulary_path) as temporary, open(temporary, "wb") as copy:
+            raise RawDataError(f"{name}={given} is not a SentencePiece model this can read "
+                               f"({error}); name a run's <data_dir>/{os.path.basename(path)}.")
+        with atomic_path(path) as temporary, open(temporary, "wb") as copy:
             copy.write(given_vocabulary.model_proto)
-        return SubwordVocabulary(self.vocabulary_path)
+        return SubwordVocabulary(path)
 
-    def _write_split(self, mode, pairs, vocabulary, num_shards, shuffle):
+    def _write_split(self, mode, pairs, vocabularies, num_shards, shuffle):
         """The split, and its cleaning counts added to `cleaning.json` and the metadata."""
-        split = super()._write_split(mode, pairs, vocabulary, num_shards, shuffle)
+        split = super()._write_split(mode, pairs, vocabularies, num_shards, shuffle)
         split["cleaning"] = self._cleaning[mode] = pairs.counts()
         write_text_atomically(self.cleaning_path, json.dumps(self._cleaning, indent=1))
         return split

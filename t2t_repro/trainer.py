@@ -198,8 +198,9 @@ def warm_start_checkpoint(problem, hparams):
             f"--t2t_usr_dir that registers it.")
     source_problem = registry.problems[source["problem"]](
         data_dir=source.get("data_dir"), data_hparams=source.get("data_hparams", ""))
-    warm_start.check_vocabularies(getattr(source_problem, "vocabulary_path", None),
-                                  getattr(problem, "vocabulary_path", None))
+    source_problem.check_data()  # adopts the data hparams it was generated with
+    warm_start.check_vocabularies(getattr(source_problem, "vocabulary_paths", []),
+                                  getattr(problem, "vocabulary_paths", []))
     return checkpoint
 
 

@@ -106,7 +106,7 @@ def peer_figures(model, problem, batches, work):
         return "CTranslate2 is not installed: pip install -e '.[bench]'"
     from t2t_repro.serving.ctranslate2_model import vocabulary_tokens, write_ctranslate2_model
 
-    tokens = vocabulary_tokens(problem)
+    tokens = vocabulary_tokens(problem, "target")
     figures = {}
     for quantization in ("float32", "int8"):
         ct2_dir = os.path.join(work, f"ct2_{quantization}")

@@ -21,21 +21,39 @@ def texts_of_ids(ids, texts_of_rows):
 
 
 class SubwordGraphText(tf.Module):
-    """tensorflow-text's SentencepieceTokenizer over a problem's sentencepiece model (the
-    vocabulary's bytes are held in the graph, as an attribute of tensorflow-text's op;
-    `vocabulary_file` is also tracked as a SavedModel asset, so the export carries the
-    vocabulary as a file too, for people and other tools)."""
+    """tensorflow-text's SentencepieceTokenizer over a problem's sentencepiece models: the
+    source one encodes, the target one decodes (one object when the vocabulary is shared). The
+    models' bytes are held in the graph, as an attribute of tensorflow-text's op; each model
+    file is also tracked as a SavedModel asset, so the export carries the vocabularies as files
+    too, for people and other tools."""
 
-    def __init__(self, vocabulary):
+    def __init__(self, source_vocabulary, target_vocabulary):
         super().__init__(name="subword_text")
-        self.tokenizer = vocabulary.graph_tokenizer()
-        self.vocabulary_file = tf.saved_model.Asset(vocabulary.model_path)
+        self.source_tokenizer = source_vocabulary.graph_tokenizer("source_sentencepiece")
+        self.source_vocabulary_file = tf.saved_model.Asset(source_vocabulary.model_path)
+        if target_vocabulary is source_vocabulary:
+            self.target_tokenizer = self.source_tokenizer
+        else:
+            self.target_tokenizer = target_vocabulary.graph_tokenizer("target_sentencepiece")
+            self.target_vocabulary_file = tf.saved_model.Asset(target_vocabulary.model_path)
 
     def encode(self, texts):
-        return self.tokenizer.tokenize(texts)
+        return self.source_tokenizer.tokenize(texts)
+
+    def encode_target(self, texts):
+        """Target texts -> ragged ids (no EOS), with the target model (a translation to score)."""
+        return self.target_tokenizer.tokenize(texts)
 
     def decode(self, ids):
-        return texts_of_ids(ids, self.tokenizer.detokenize)
+        return texts_of_ids(ids, self._detokenize)
+
+    def _detokenize(self, ids):
+        """tensorflow-text's detokenize with the leading spaces Python's sentencepiece keeps:
+        it drops every leading '▁' (`▁ ▁ ▁a` -> "a"), Python only the first (-> "  a")."""
+        pieces = tf.strings.reduce_join(self.target_tokenizer.id_to_string(ids), axis=-1)
+        leading = tf.strings.regex_replace(pieces, "^(▁*).*$", r"\1")
+        spaces = tf.strings.regex_replace(tf.strings.regex_replace(leading, "^▁", ""), "▁", " ")
+        return spaces + self.target_tokenizer.detokenize(ids)
 
 
 class SymbolGraphText(tf.Module):
@@ -61,6 +79,10 @@ class SymbolGraphText(tf.Module):
         ])
         with tf.control_dependencies([checked]):
             return tokens.with_flat_values(values + self.first_id)
+
+    def encode_target(self, texts):
+        """Targets are the same symbols as sources."""
+        return self.encode(texts)
 
     def decode(self, ids):
         return texts_of_ids(ids, self._symbols_text)

@@ -126,6 +126,14 @@ class Problem:
         """Target ids -> text, stopping at the first EOS and dropping padding."""
         raise NotImplementedError
 
+    def decode_inputs(self, ids):
+        """Input ids -> text (as `decode`, for problems with one vocabulary)."""
+        return self.decode(ids)
+
+    def model_hparams(self, hparams):
+        """The model hparams as this problem's data needs them (unchanged by default)."""
+        return hparams
+
     def graph_text(self):
         """The problem's `encode`/`decode` as TensorFlow ops (`data.graph_text`), which an
         exported model runs in its graph."""

@@ -1,11 +1,15 @@
-"""Problems over text pairs: one shared subword vocabulary, examples generated once into TFRecords.
+"""Problems over text pairs: subword vocabularies, examples generated once into TFRecords.
 
 `generate_data` reads the raw text pairs a subclass finds in `tmp_dir` (`raw_pairs`), trains the
-vocabulary on a sample of the training pairs (both sides: the embedding is shared), encodes every
-pair and writes sharded TFRecords. It writes `<name>.datagen.json` last; that file marks the data
-as complete, so running datagen again does nothing. The files in `data_dir`:
+vocabulary on a sample of the training pairs, encodes every pair and writes sharded TFRecords.
+One vocabulary over both sides is the default (the paper's shared embedding); a problem whose
+`shared_vocabulary` is false trains one per side, each on its own side's text. It writes
+`<name>.datagen.json` last; that file marks the data as complete, so running datagen again does
+nothing. The files in `data_dir`:
 
-    <name>.spm.model / <name>.spm.vocab      the sentencepiece model, and its pieces for people
+    <name>.spm.model / <name>.spm.vocab      the shared sentencepiece model, and its pieces for
+                                             people (separate vocabularies:
+                                             <name>.source.spm.model, <name>.target.spm.model)
     <name>-train-00000-of-00100.tfrecord ... training examples, shuffled across and within shards
     <name>-eval-00000-of-00001.tfrecord      eval examples, in corpus order
     <name>-train.ids.npy, .offsets.npy       the same examples as token arrays, in corpus order,
@@ -15,7 +19,8 @@ as complete, so running datagen again does nothing. The files in `data_dir`:
 Data generated before the token arrays existed gets them from its TFRecords when datagen runs
 again.
 
-A `_rev` variant reads the same files with inputs and targets swapped.
+A `_rev` variant reads the same files with inputs and targets swapped (its source vocabulary
+is the data's target one).
 """
 
 import collections
@@ -33,6 +38,8 @@ from t2t_repro.data.vocabulary import SubwordVocabulary, train_vocabulary
 from t2t_repro.hparams import HParams
 from t2t_repro.names import EOS_ID
 
+# The sides of the data as generated (a `_rev` variant's inputs are the data's targets).
+SOURCE, TARGET = "source", "target"
 _ENCODE_BATCH = 10000  # pairs encoded per sentencepiece call (it encodes a batch in parallel)
 _SAMPLE_SEED = 1234
 _SHUFFLE_SEED = 5678
@@ -57,13 +64,15 @@ class PairSources:
 
 
 class TextPairProblem(Problem):
-    """Text-to-text problems with one shared sentencepiece vocabulary, stored as TFRecords.
+    """Text-to-text problems with sentencepiece vocabularies, stored as TFRecords.
 
     Subclasses set `default_vocab_size` and implement `raw_pairs(mode, tmp_dir, download)`,
-    which returns the mode's `PairSources`.
+    which returns the mode's `PairSources`. `source_vocabulary` encodes inputs and
+    `target_vocabulary` targets; with `shared_vocabulary` they are one object.
     """
 
     default_vocab_size = 32000
+    shared_vocabulary = True  # one model over both sides; False: one per side
     vocab_split_by_script = True  # see `vocabulary.train_vocabulary`
     character_coverage = 1.0  # see `vocabulary.train_vocabulary`
     reverse = False  # True on `_rev` variants: inputs and targets swapped when read
@@ -71,7 +80,7 @@ class TextPairProblem(Problem):
     def __init__(self, data_dir=None, data_hparams=""):
         super().__init__(data_dir, data_hparams)
         self._metadata = None
-        self._vocabulary = None
+        self._vocabularies = None  # {data side: SubwordVocabulary}
 
     def default_data_hparams(self):
         return HParams(
@@ -98,9 +107,41 @@ class TextPairProblem(Problem):
     def metadata_path(self):
         return self._path(".datagen.json")
 
+    def vocabulary_file(self, side):
+        """The sentencepiece model of a side of the data (SOURCE or TARGET, as generated)."""
+        return self._path(".spm.model" if self.shared_vocabulary else f".{side}.spm.model")
+
+    def _problem_side(self, side):
+        """The data side that this problem's `side` reads (swapped on `_rev` variants)."""
+        if self.reverse:
+            return TARGET if side == SOURCE else SOURCE
+        return side
+
+    @property
+    def source_vocabulary_path(self):
+        return self.vocabulary_file(self._problem_side(SOURCE))
+
+    @property
+    def target_vocabulary_path(self):
+        return self.vocabulary_file(self._problem_side(TARGET))
+
+    @property
+    def vocabulary_paths(self):
+        """The distinct vocabulary files, source first: one when shared, else two."""
+        return list(dict.fromkeys([self.source_vocabulary_path, self.target_vocabulary_path]))
+
     @property
     def vocabulary_path(self):
-        return self._path(".spm.model")
+        """The shared vocabulary's file; an error for a problem with two."""
+        self._check_shared()
+        return self.source_vocabulary_path
+
+    def _check_shared(self):
+        if not self.shared_vocabulary:
+            raise ProblemDataError(
+                f"{self.name} has separate source and target vocabularies "
+                f"({', '.join(self.vocabulary_paths)}); ask for source_vocabulary or "
+                f"target_vocabulary.")
 
     def shard_paths(self, mode):
         from t2t_repro.data import records
@@ -141,34 +182,70 @@ class TextPairProblem(Problem):
         self.data_hparams = generated
 
     def check_data(self):
-        """Loads the metadata and the vocabulary, which raises if either is missing."""
-        return self.vocabulary
+        """Loads the metadata and the vocabularies, which raises if any is missing."""
+        return self._loaded_vocabularies()
+
+    def _loaded_vocabularies(self):
+        """{data side: SubwordVocabulary}, loaded once; one object for both when shared."""
+        if self._vocabularies is None:
+            self.metadata()
+            if self.shared_vocabulary:
+                shared = SubwordVocabulary(self.vocabulary_file(SOURCE))
+                self._vocabularies = {SOURCE: shared, TARGET: shared}
+            else:
+                self._vocabularies = {side: SubwordVocabulary(self.vocabulary_file(side))
+                                      for side in (SOURCE, TARGET)}
+        return self._vocabularies
+
+    @property
+    def source_vocabulary(self):
+        return self._loaded_vocabularies()[self._problem_side(SOURCE)]
+
+    @property
+    def target_vocabulary(self):
+        return self._loaded_vocabularies()[self._problem_side(TARGET)]
 
     @property
     def vocabulary(self):
-        if self._vocabulary is None:
-            self.metadata()
-            self._vocabulary = SubwordVocabulary(self.vocabulary_path)
-        return self._vocabulary
+        """The shared vocabulary; an error for a problem with two."""
+        self._check_shared()
+        return self.source_vocabulary
+
+    def model_hparams(self, hparams):
+        """Separate vocabularies need separate source and target embeddings: the hparam
+        `shared_source_target_embedding` follows `shared_vocabulary` (as generated)."""
+        self.metadata()
+        if self.shared_vocabulary or not hparams.values().get("shared_source_target_embedding"):
+            return hparams
+        return HParams(**{**hparams.values(), "shared_source_target_embedding": False})
 
     @property
     def input_vocab_size(self):
-        return self.vocabulary.vocab_size
+        return self.source_vocabulary.vocab_size
 
     @property
     def target_vocab_size(self):
-        return self.vocabulary.vocab_size
+        return self.target_vocabulary.vocab_size
 
     def encode(self, text):
-        return self.vocabulary.encode(text) + [EOS_ID]
+        return self.source_vocabulary.encode(text) + [EOS_ID]
+
+    def encode_target(self, text):
+        return self.target_vocabulary.encode(text) + [EOS_ID]
+
+    def encode_target_prefix(self, text):
+        return self.target_vocabulary.encode(text)
 
     def decode(self, ids):
-        return self.vocabulary.decode(ids)
+        return self.target_vocabulary.decode(ids)
+
+    def decode_inputs(self, ids):
+        return self.source_vocabulary.decode(ids)
 
     def graph_text(self):
         from t2t_repro.data.graph_text import SubwordGraphText
 
-        return SubwordGraphText(self.vocabulary)
+        return SubwordGraphText(self.source_vocabulary, self.target_vocabulary)
 
     def length_histogram(self, mode):
         lengths = self.metadata()["splits"][mode]["length_histogram"]
@@ -225,25 +302,34 @@ class TextPairProblem(Problem):
             return
         started = time.time()
         sources = self._find_raw_pairs(tmp_dir, download)
-        vocabulary = self._generate_vocabulary(sources[TRAIN])
+        vocabularies = self._generate_vocabularies(sources[TRAIN])
         vocab_seconds = time.time() - started
-        print(f"{self.data_name}: {vocabulary.vocab_size}-piece BPE vocabulary "
-              f"in {vocab_seconds:.1f} s -> {self.vocabulary_path}")
+        if self.shared_vocabulary:
+            print(f"{self.data_name}: {vocabularies[SOURCE].vocab_size}-piece BPE vocabulary "
+                  f"in {vocab_seconds:.1f} s -> {vocabularies[SOURCE].model_path}")
+        else:
+            print(f"{self.data_name}: {vocabularies[SOURCE].vocab_size}-piece source and "
+                  f"{vocabularies[TARGET].vocab_size}-piece target BPE vocabularies in "
+                  f"{vocab_seconds:.1f} s -> {vocabularies[SOURCE].model_path}, "
+                  f"{vocabularies[TARGET].model_path}")
         splits = {
-            TRAIN: self._write_split(TRAIN, sources[TRAIN], vocabulary,
+            TRAIN: self._write_split(TRAIN, sources[TRAIN], vocabularies,
                                      self.data_hparams.num_train_shards, shuffle=True),
-            EVAL: self._write_split(EVAL, sources[EVAL], vocabulary, 1, shuffle=False),
+            EVAL: self._write_split(EVAL, sources[EVAL], vocabularies, 1, shuffle=False),
         }
+        sizes = {f"{side}_vocab_size": vocabulary.vocab_size
+                 for side, vocabulary in vocabularies.items()}
         metadata = {
             "problem": self.data_name,
             "data_hparams": self.data_hparams.values(),
-            "vocab_size": vocabulary.vocab_size,
+            "vocab_size": vocabularies[SOURCE].vocab_size,
+            **({} if self.shared_vocabulary else sizes),
             "splits": splits,
             "seconds": {"vocabulary": round(vocab_seconds, 1),
                         "total": round(time.time() - started, 1)},
         }
         write_text_atomically(self.metadata_path, json.dumps(metadata, indent=1))
-        self._metadata, self._vocabulary = metadata, vocabulary
+        self._metadata, self._vocabularies = metadata, vocabularies
         print(f"{self.data_name}: data generated in {metadata['seconds']['total']:.1f} s.")
 
     def _write_missing_token_arrays(self):
@@ -279,32 +365,45 @@ class TextPairProblem(Problem):
         return sources
 
     def generate_vocabulary(self, tmp_dir=None, download=True):
-        """Only the vocabulary datagen would train (TensorFlow-free): for measuring with the
-        problem's vocabulary where its TFRecords are not needed."""
-        return self._generate_vocabulary(self._find_raw_pairs(tmp_dir, download)[TRAIN])
+        """Only the shared vocabulary datagen would train (TensorFlow-free): for measuring with
+        the problem's vocabulary where its TFRecords are not needed."""
+        self._check_shared()
+        return self._generate_vocabularies(self._find_raw_pairs(tmp_dir, download)[TRAIN])[SOURCE]
 
-    def _generate_vocabulary(self, train_pairs):
+    def _generate_vocabularies(self, train_pairs):
+        """{data side: vocabulary} of a sample of the training pairs: one model over both sides
+        (the same object for both) when shared, else each side's over its own text; each also
+        listed as `.vocab` for people."""
         os.makedirs(self.data_dir, exist_ok=True)
-        vocabulary = self._new_vocabulary(train_pairs)
-        write_text_atomically(self._path(".spm.vocab"), "".join(
-            f"{i}\t{piece}\n" for i, piece in enumerate(vocabulary.all_pieces())))
-        return vocabulary
-
-    def _new_vocabulary(self, train_pairs):
-        """A BPE model trained on a sample of the training pairs, written to vocabulary_path."""
         sample = reservoir_sample(train_pairs, self.data_hparams.vocab_sample_pairs, _SAMPLE_SEED)
-        sentences = [text for pair in sample for text in pair]
-        return train_vocabulary(sentences, self.data_hparams.vocab_size, self.vocabulary_path,
+        if self.shared_vocabulary:
+            shared = self._new_vocabulary(SOURCE, [text for pair in sample for text in pair])
+            vocabularies = {SOURCE: shared, TARGET: shared}
+        else:
+            vocabularies = {side: self._new_vocabulary(side, [pair[index] for pair in sample])
+                            for index, side in enumerate((SOURCE, TARGET))}
+        for vocabulary in dict.fromkeys(vocabularies.values()):
+            write_text_atomically(vocabulary.model_path.removesuffix(".model") + ".vocab", "".join(
+                f"{i}\t{piece}\n" for i, piece in enumerate(vocabulary.all_pieces())))
+        return vocabularies
+
+    def vocab_size(self, side):
+        """The pieces asked of a side's vocabulary (the shared one's: either side)."""
+        return self.data_hparams.vocab_size
+
+    def _new_vocabulary(self, side, sentences):
+        """A BPE model trained on `sentences`, written to the side's `vocabulary_file`."""
+        return train_vocabulary(sentences, self.vocab_size(side), self.vocabulary_file(side),
                                 self.vocab_split_by_script, self.character_coverage)
 
-    def _write_split(self, mode, pairs, vocabulary, num_shards, shuffle):
+    def _write_split(self, mode, pairs, vocabularies, num_shards, shuffle):
         """Encodes `pairs` into the mode's shards; returns the split's metadata."""
         from t2t_repro.data import records
 
         lengths = collections.Counter()
         with token_arrays.TokenArrayWriter(self._path(f"-{mode}")) as arrays:
             records.write_shards(
-                _also_written_to(arrays, _encoded_examples(pairs, vocabulary, lengths)),
+                _also_written_to(arrays, _encoded_examples(pairs, vocabularies, lengths)),
                 self._path(f"-{mode}"), num_shards,
                 shuffle_seed=_SHUFFLE_SEED if shuffle else None,
             )
@@ -322,12 +421,13 @@ class TextPairProblem(Problem):
         }
 
 
-def _encoded_examples(pairs, vocabulary, lengths):
-    """`(input_ids, target_ids)` of each pair, EOS appended; counts lengths into `lengths`."""
+def _encoded_examples(pairs, vocabularies, lengths):
+    """`(input_ids, target_ids)` of each pair (encoded with the {side: vocabulary} of its side),
+    EOS appended; counts lengths into `lengths`."""
     pairs = iter(pairs)
     while batch := list(itertools.islice(pairs, _ENCODE_BATCH)):
-        inputs = vocabulary.encode([pair[0] for pair in batch])
-        targets = vocabulary.encode([pair[1] for pair in batch])
+        inputs = vocabularies[SOURCE].encode([pair[0] for pair in batch])
+        targets = vocabularies[TARGET].encode([pair[1] for pair in batch])
         for input_ids, target_ids in zip(inputs, targets):
             input_ids.append(EOS_ID)
             target_ids.append(EOS_ID)

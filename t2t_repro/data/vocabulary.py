@@ -125,9 +125,14 @@ class SubwordVocabulary:
         """Every piece, by id (for the human-readable `.vocab` listing)."""
         return [self._processor.id_to_piece(i) for i in range(self.vocab_size)]
 
-    def graph_tokenizer(self):
-        """tensorflow-text's tokenizer over the same model: strings -> ragged int32 ids."""
+    def graph_tokenizer(self, name=None):
+        """tensorflow-text's tokenizer over the same model: strings -> ragged int32 ids.
+
+        `name` scopes the op holding the model. Two tokenizers in one SavedModel need
+        different names: a restored op shares its model with any other op of the same name,
+        so the second model would silently be the first."""
         import tensorflow as tf
         import tensorflow_text
 
-        return tensorflow_text.SentencepieceTokenizer(model=self.model_proto, out_type=tf.int32)
+        return tensorflow_text.SentencepieceTokenizer(model=self.model_proto, out_type=tf.int32,
+                                                      name=name)

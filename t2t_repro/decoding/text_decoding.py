@@ -113,7 +113,7 @@ class DecodeEvaluation:
         self.decode_hparams = decode_hparams
         pairs = problem.first_examples(EVAL, num_examples)
         self.input_ids = [inputs for inputs, _ in pairs]
-        self.input_texts = [problem.decode(inputs) for inputs, _ in pairs]
+        self.input_texts = [problem.decode_inputs(inputs) for inputs, _ in pairs]
         self.target_texts = [problem.decode(targets) for _, targets in pairs]
         self._search = None
         self._float32_copy = None

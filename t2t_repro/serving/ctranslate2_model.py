@@ -11,8 +11,10 @@ explicit, so that CTranslate2 computes what this project computes:
     the model's LayerNorm epsilon;
   - attention projections without biases, as tensor2tensor; feed-forward layers with biases.
 Tokens are the problem's sentencepiece pieces (id i is the i-th piece), so a CTranslate2 user
-tokenises with the sentencepiece model written beside the weights and appends `</s>`. A problem
-without a sentencepiece vocabulary gets tokens named by id (`<0>`, `<1>`, ...).
+tokenises with the sentencepiece model written beside the weights and appends `</s>`: one
+`sentencepiece.model` for a shared vocabulary, else `source.spm.model` to tokenise the source
+and `target.spm.model` to detokenise the output (the source and target vocabularies differ). A
+problem without a sentencepiece vocabulary gets tokens named by id (`<0>`, `<1>`, ...).
 
 The `ctranslate2` package is an optional dependency (`pip install -e ".[bench]"`).
 """
@@ -28,7 +30,8 @@ from t2t_repro.layers.positional import sinusoidal_position_encoding
 from t2t_repro.names import EOS_ID, PAD_ID
 from t2t_repro.errors import UserError
 
-SENTENCEPIECE_FILE = "sentencepiece.model"
+SENTENCEPIECE_FILE = "sentencepiece.model"  # a shared vocabulary
+SIDE_SENTENCEPIECE_FILES = {"source": "source.spm.model", "target": "target.spm.model"}
 INFO_FILE = "t2t_repro_info.json"
 # Rows of the sinusoid table for a sinusoidal model: CTranslate2 cannot decode past its table.
 DEFAULT_SINUSOID_POSITIONS = 1024
@@ -51,12 +54,26 @@ def import_ctranslate2():
     return ctranslate2
 
 
-def vocabulary_tokens(problem):
-    """One distinct token string per id: the sentencepiece pieces, or `<id>` names."""
-    vocabulary = getattr(problem, "vocabulary", None)
+def vocabulary_tokens(problem, side):
+    """One distinct token string per id of the `side` ("source" or "target"): its
+    sentencepiece pieces, or `<id>` names."""
+    vocabulary = getattr(problem, f"{side}_vocabulary", None)
     if vocabulary is not None and hasattr(vocabulary, "all_pieces"):
         return vocabulary.all_pieces()
-    return [f"<{i}>" for i in range(problem.target_vocab_size)]
+    size = problem.input_vocab_size if side == "source" else problem.target_vocab_size
+    return [f"<{i}>" for i in range(size)]
+
+
+def sentencepiece_files(problem):
+    """{file name in the converted folder: the problem's sentencepiece model it copies}."""
+    vocabularies = {side: getattr(problem, f"{side}_vocabulary", None)
+                    for side in SIDE_SENTENCEPIECE_FILES}
+    if not all(hasattr(vocabulary, "model_path") for vocabulary in vocabularies.values()):
+        return {}
+    if vocabularies["source"] is vocabularies["target"]:
+        return {SENTENCEPIECE_FILE: vocabularies["source"].model_path}
+    return {SIDE_SENTENCEPIECE_FILES[side]: vocabulary.model_path
+            for side, vocabulary in vocabularies.items()}
 
 
 def transformer_spec(model, source_tokens, target_tokens, positions=DEFAULT_SINUSOID_POSITIONS,
@@ -173,7 +190,7 @@ def write_ctranslate2_model(model, problem, output_dir, quantization="float32", 
     `return_attention` from `alignment_layer` and `alignment_heads` (`transformer_spec`).
 
     Writes CTranslate2's `model.bin`, `config.json` and vocabularies, the problem's
-    sentencepiece model as `sentencepiece.model` (when it has one) and `info` as JSON. Written
+    sentencepiece models (`sentencepiece_files`) and `info` as JSON. Written
     under a temporary name and renamed; an existing `output_dir` is an error, never replaced.
     Returns `output_dir`.
     """
@@ -185,15 +202,15 @@ def write_ctranslate2_model(model, problem, output_dir, quantization="float32", 
             f"{output_dir} already exists; a converted model is never overwritten. Export "
             f"another checkpoint, pass --version=N (or another --ct2_dir), or remove that "
             f"folder yourself.")
-    tokens = vocabulary_tokens(problem)
-    spec = transformer_spec(model, tokens, tokens, positions, alignment_layer, alignment_heads)
+    spec = transformer_spec(model, vocabulary_tokens(problem, "source"),
+                            vocabulary_tokens(problem, "target"), positions, alignment_layer,
+                            alignment_heads)
     spec.optimize(quantization=quantization)
     with atomic_path(output_dir) as temporary:
         os.makedirs(temporary)
         spec.save(temporary)
-        vocabulary = getattr(problem, "vocabulary", None)
-        if vocabulary is not None and hasattr(vocabulary, "model_path"):
-            shutil.copyfile(vocabulary.model_path, os.path.join(temporary, SENTENCEPIECE_FILE))
+        for name, model_path in sentencepiece_files(problem).items():
+            shutil.copyfile(model_path, os.path.join(temporary, name))
         with open(os.path.join(temporary, INFO_FILE), "w") as f:
             json.dump({"quantization": quantization, **(info or {})}, f, indent=1)
     return output_dir

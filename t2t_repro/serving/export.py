@@ -68,7 +68,7 @@ class TextToTextModule(tf.Module):
                 "scores": tf.where(blank[:, None], 0.0, scores)}
 
     def _score(self, inputs, targets):
-        ids = [self.text.encode(texts) for texts in (inputs, targets)]
+        ids = [self.text.encode(inputs), self.text.encode_target(targets)]
         ids = [tf.concat([row, tf.fill([row.nrows(), 1], EOS_ID)], axis=1) for row in ids]
         checks = [self._check_lengths(ids[0].row_lengths())]
         if self._model.max_positions is not None:

@@ -80,7 +80,8 @@ def attention_images(model, problem, input_ids, target_ids):
     and the layout."""
     maps = attention_maps(model, input_ids, target_ids)
     layers, heads = maps["encoder_self"].shape[:2]
-    description = (f"source: {problem.decode(input_ids)} | target: {problem.decode(target_ids)}"
+    description = (f"source: {problem.decode_inputs(input_ids)} | target: "
+                   f"{problem.decode(target_ids)}"
                    f" | rows: layers 0..{layers - 1}, columns: heads 0..{heads - 1}; darker is "
                    f"more weight (white 0, dark blue 1)")
     return AttentionImages({stack: tile_heads(maps[stack]) for stack in STACKS}, description)

@@ -33,7 +33,8 @@ class NonFiniteLossError(UserError):
 
 
 def build_model(model_name, hparams, problem, dtype_policy="float32"):
-    """The registered model for `problem`'s vocabularies, with all its weights created.
+    """The registered model for `problem`'s vocabularies, with all its weights created (the
+    hparams as the problem's data needs them: `Problem.model_hparams`).
 
     Weights are float32 under every policy; training uses `hparams.dtype_policy`, inference
     float32, and either loads the other's checkpoints.
@@ -42,8 +43,8 @@ def build_model(model_name, hparams, problem, dtype_policy="float32"):
         raise HParamsError(f"hparam dtype_policy must be one of {', '.join(DTYPE_POLICIES)}, "
                            f"got '{dtype_policy}'.")
     model_class = registry.models[model_name]
-    model = model_class(hparams, problem.input_vocab_size, problem.target_vocab_size,
-                        dtype=dtype_policy)
+    model = model_class(problem.model_hparams(hparams), problem.input_vocab_size,
+                        problem.target_vocab_size, dtype=dtype_policy)
     return model.build_weights()
 
 

@@ -72,20 +72,27 @@ def check_hparams(checkpoint, hparams):
                              f"({', '.join(sorted(TRAINING_ONLY_HPARAMS))}).")
 
 
-def check_vocabularies(source_vocabulary, vocabulary):
-    """WarmStartError naming both files when the two vocabulary files' contents differ (None:
-    the problem has no vocabulary file)."""
-    if source_vocabulary is None and vocabulary is None:
-        return
-    for path in (source_vocabulary, vocabulary):
-        if path is not None and not os.path.exists(path):
+def check_vocabularies(source_vocabularies, vocabularies):
+    """WarmStartError naming both files of the first pair whose contents differ: the source
+    run's vocabulary files against this run's, in order (one shared file, or the source side's
+    and the target side's; none: the problem has no vocabulary file). A shared vocabulary
+    against separate ones is an error naming all of them."""
+    for path in (*source_vocabularies, *vocabularies):
+        if not os.path.exists(path):
             raise WarmStartError(f"cannot compare the vocabularies: {path} is missing; "
                                  f"generate the data (datagen) first.")
-    if (source_vocabulary is None or vocabulary is None
-            or not filecmp.cmp(source_vocabulary, vocabulary, shallow=False)):
-        raise WarmStartError(f"the vocabulary differs from the run to start from: "
-                             f"{vocabulary} is not {source_vocabulary}; its embeddings belong to "
-                             f"its own vocabulary, so fine-tune on data encoded with it.")
+    if len(source_vocabularies) != len(vocabularies):
+        raise WarmStartError(
+            f"the vocabularies differ from the run to start from: "
+            f"{', '.join(vocabularies) or 'none'} against {', '.join(source_vocabularies) or 'none'}"
+            f" (a shared vocabulary is one file, separate source and target ones two); "
+            f"fine-tune on data encoded with the run's own.")
+    for source_vocabulary, vocabulary in zip(source_vocabularies, vocabularies):
+        if not filecmp.cmp(source_vocabulary, vocabulary, shallow=False):
+            raise WarmStartError(
+                f"the vocabulary differs from the run to start from: {vocabulary} is not "
+                f"{source_vocabulary}; its embeddings belong to its own vocabulary, so "
+                f"fine-tune on data encoded with it.")
 
 
 def load_weights_with_fresh_optimizer(model, checkpoint):

@@ -40,11 +40,13 @@ def attention_maps(model, input_ids, target_ids):
             "encoder_decoder": stacked(decoder, "cross")}
 
 
-def token_labels(problem, ids):
-    """A label per id: the subword piece for a problem with a sentencepiece vocabulary (e.g.
-    "▁house"), else the problem's decoding of the id alone; EOS as "</s>"."""
-    vocabulary = getattr(problem, "vocabulary", None)
+def token_labels(problem, ids, side):
+    """A label per id of the `side` ("source" or "target"): the subword piece for a problem
+    with sentencepiece vocabularies (e.g. "▁house"), else the problem's decoding of the id
+    alone; EOS as "</s>"."""
+    vocabulary = getattr(problem, f"{side}_vocabulary", None)
     pieces = vocabulary.all_pieces() if hasattr(vocabulary, "all_pieces") else None
+    decode = problem.decode_inputs if side == "source" else problem.decode
     labels = []
     for token in map(int, ids):
         if token == EOS_ID:
@@ -52,14 +54,14 @@ def token_labels(problem, ids):
         elif token == PAD_ID:
             labels.append(START_LABEL)  # id 0 only ever starts the decoder's input
         else:
-            labels.append(pieces[token] if pieces else problem.decode([token]))
+            labels.append(pieces[token] if pieces else decode([token]))
     return labels
 
 
 def axis_labels(problem, input_ids, target_ids):
     """{stack: (row labels, column labels)} for `attention_maps`' matrices."""
-    source = token_labels(problem, input_ids)
-    target = token_labels(problem, target_ids)
+    source = token_labels(problem, input_ids, "source")
+    target = token_labels(problem, target_ids, "target")
     decoder_inputs = [START_LABEL] + target[:-1]
     return {"encoder_self": (source, source), "decoder_self": (target, decoder_inputs),
             "encoder_decoder": (target, source)}

@@ -14,7 +14,8 @@ from t2t_repro.names import EOS_ID
 # Byte fallback (a character outside the vocabulary), sentencepiece's own space marker, runs
 # of spaces, tabs, and an empty line.
 HARD_CASES = ["Zwölf Boxkämpfer jagen Viktor quer über den großen Sylter Deich.",
-              "emoji 🙂 and 漢字", "a▁b", "  two  spaces ", "tab\there", ""]
+              "emoji 🙂 and 漢字", "a▁b", "  two  spaces ", "tab\there", "", "   ", " \u00a0x",
+              "▁ leading marker"]
 
 
 def graph_ids(problem, texts):
@@ -30,6 +31,10 @@ def assert_round_trips_as_in_python(problem, texts, seed):
     """Graph encode equals Python encode (less EOS); graph decode of random id rows (with EOS
     somewhere and padding after) equals Python decode, bytes that are invalid UTF-8 included."""
     assert graph_ids(problem, texts) == [problem.encode(text)[:-1] for text in texts]
+    encoded = [problem.encode(text) for text in texts]
+    width = max(map(len, encoded))
+    padded = np.array([ids + [0] * (width - len(ids)) for ids in encoded], np.int32)
+    assert graph_texts(problem, padded) == [problem.decode(ids) for ids in encoded]
     rng = np.random.default_rng(seed)
     rows = rng.integers(2, problem.target_vocab_size, size=(64, 12)).astype(np.int32)
     rows[rng.random(rows.shape) < 0.1] = EOS_ID

@@ -1,17 +1,23 @@
 """translate_text_files: a language pair from files named in --data_hparams, with no code.
 
 Multi30k German->English (a direction no built-in problem has) from files under names of our
-own, through datagen, training, decoding, BLEU and export; cleaning counts on planted bad lines
-against counts worked out here in plain Python; mismatched files as one-line errors.
+own, through datagen, training, decoding, BLEU and export, with one shared vocabulary and with
+one SentencePiece model per side (checked against sentencepiece itself, our beam search and
+CTranslate2 on the same weights); cleaning counts on planted bad lines against counts worked
+out here in plain Python; mismatched files and vocabularies as one-line errors.
 """
 
 import json
 import pathlib
 
+import numpy as np
 import pytest
+import sentencepiece
 from conftest import one_line_error, run_module
 from sentencepiece import sentencepiece_model_pb2
 from serving.test_exporter import run_export
+
+from t2t_repro.names import EOS_ID
 
 SPLIT_LINES = 300  # per training file; two files
 EVAL_LINES, TEST_LINES = 50, 16
@@ -157,6 +163,203 @@ def test_a_vocabulary_that_is_no_sentencepiece_model_is_an_error_naming_it(corpu
     assert f"vocabulary={not_a_model} is not a SentencePiece model" in one_line_error(result)
 
 
+# --- Separate source and target vocabularies -------------------------------------------------
+
+
+SOURCE_PIECES, TARGET_PIECES = 420, 340
+SEPARATE = f"shared_vocabulary=false,source_vocab_size={SOURCE_PIECES}," \
+    f"target_vocab_size={TARGET_PIECES}"
+
+
+def spm(path):
+    return sentencepiece.SentencePieceProcessor(model_file=str(path))
+
+
+@pytest.fixture(scope="module")
+def separate_run(corpus, tmp_path_factory):
+    """Data with one SentencePiece model per side, then transformer_tiny trained 30 steps."""
+    root = tmp_path_factory.mktemp("separate")
+    generated = datagen(root / "data", data_hparams(corpus, SEPARATE))
+    assert generated.returncode == 0, generated.stderr
+    trained = run_module(
+        "t2t_repro.trainer", "--problem=translate_text_files", f"--data_dir={root / 'data'}",
+        f"--output_dir={root / 'run'}", "--hparams_set=transformer_tiny",
+        "--hparams=batch_size=1024,max_length=128", "--train_steps=30", "--schedule=train",
+        "--random_seed=1")
+    assert trained.returncode == 0, trained.stderr
+    data = root / "data"
+    return {"data": data, "run": root / "run",
+            "source": data / "translate_text_files.source.spm.model",
+            "target": data / "translate_text_files.target.spm.model"}
+
+
+def trained_problem_and_model(run, step=30):
+    """The run's problem (as its flags.txt names it) and model with its step's weights."""
+    from t2t_repro import hparams as hparams_lib
+    from t2t_repro import registry
+    from t2t_repro.cli.run_flags import recorded_flags
+    from t2t_repro.training.run import load_trained_model
+
+    flags = recorded_flags(run)
+    problem = registry.problems[flags["problem"]](data_dir=flags["data_dir"])
+    model = load_trained_model("transformer", hparams_lib.load(run), problem,
+                               str(run / f"ckpt-{step}.weights.h5"))
+    return problem, model
+
+
+def test_datagen_trains_one_model_per_side_on_that_sides_text(separate_run, corpus):
+    source, target = spm(separate_run["source"]), spm(separate_run["target"])
+    assert (source.get_piece_size(), target.get_piece_size()) == (SOURCE_PIECES, TARGET_PIECES)
+    assert not (separate_run["data"] / "translate_text_files.spm.model").exists()
+    german, english = read_lines(corpus / "dev.de"), read_lines(corpus / "dev.en")
+
+    def pieces(model, lines):
+        return sum(map(len, model.encode(lines)))
+    # Each model, learnt from its own side, splits its language into fewer pieces (the
+    # source model is the larger, so this is not its size showing).
+    assert pieces(source, german) < pieces(target, german)
+    assert pieces(target, english) < pieces(source, english)
+    from t2t_repro.data.token_arrays import TokenArrays
+
+    arrays = TokenArrays.load(str(separate_run["data"] / "translate_text_files-eval"))
+    for row in range(3):
+        assert list(arrays[row]["inputs"]) == source.encode(german[row]) + [EOS_ID]
+        assert list(arrays[row]["targets"]) == target.encode(english[row]) + [EOS_ID]
+
+
+def test_the_model_has_a_source_and_a_target_embedding_of_each_vocabularys_size(separate_run):
+    problem, model = trained_problem_and_model(separate_run["run"])
+    hidden = model.hparams.hidden_size
+    assert model.input_embedding is not model.target_embedding
+    assert tuple(model.input_embedding.embeddings.shape) == (SOURCE_PIECES, hidden)
+    assert tuple(model.target_embedding.embeddings.shape) == (TARGET_PIECES, hidden)
+    assert model.softmax_projection is None  # the output layer is the target embedding
+    assert (problem.input_vocab_size, problem.target_vocab_size) == (SOURCE_PIECES,
+                                                                     TARGET_PIECES)
+
+
+def test_the_jax_trainer_trains_with_separate_vocabularies_without_tensorflow(separate_run,
+                                                                             tmp_path,
+                                                                             monkeypatch):
+    monkeypatch.syspath_prepend(str(pathlib.Path(__file__).parents[1] / "training"))
+    from test_jax_training import jax_trainer
+
+    run = tmp_path / "jax"
+    trained = jax_trainer("--problem=translate_text_files", f"--data_dir={separate_run['data']}",
+                          f"--output_dir={run}", "--hparams_set=transformer_tiny",
+                          "--hparams=batch_size=1024,max_length=128", "--train_steps=3",
+                          "--schedule=train", "--random_seed=1")
+    assert trained.returncode == 0, trained.stderr[-3000:]
+    _, model = trained_problem_and_model(run, step=3)
+    hidden = model.hparams.hidden_size
+    assert tuple(model.input_embedding.embeddings.shape) == (SOURCE_PIECES, hidden)
+    assert tuple(model.target_embedding.embeddings.shape) == (TARGET_PIECES, hidden)
+
+
+def greedy_ids(model, id_lists, extra_length=5):
+    """Our beam search with one beam on `id_lists`: each best hypothesis's ids, EOS kept."""
+    from t2t_repro.decoding.transformer_search import TransformerBeamSearch
+
+    width = max(map(len, id_lists))
+    sources = np.array([ids + [0] * (width - len(ids)) for ids in id_lists], np.int32)
+    lengths = np.array([len(ids) + extra_length for ids in id_lists])
+    best = TransformerBeamSearch(model, beam_size=1, alpha=0.0)(sources, lengths).best()
+    return [[int(i) for i in row if i != 0] for row in best]
+
+
+def test_decoding_reads_the_source_model_and_writes_through_the_target_one(separate_run, corpus,
+                                                                          tmp_path):
+    german = read_lines(corpus / "test.de")
+    decoded = run_module("t2t_repro.decoder", f"--output_dir={separate_run['run']}",
+                         "--decode_hparams=beam_size=1,extra_length=5",
+                         f"--decode_from_file={corpus / 'test.de'}",
+                         f"--decode_to_file={tmp_path / 'out.en'}",
+                         f"--decode_reference={corpus / 'test.en'}")
+    assert decoded.returncode == 0, decoded.stderr
+    assert "BLEU" in decoded.stdout + decoded.stderr
+    source, target = spm(separate_run["source"]), spm(separate_run["target"])
+    _, model = trained_problem_and_model(separate_run["run"])
+    outputs = greedy_ids(model, [source.encode(line) + [EOS_ID] for line in german])
+    expected = [target.decode([i for i in ids if i != EOS_ID]) for ids in outputs]
+    assert read_lines(tmp_path / "out.en") == expected
+    assert any(expected) and expected != [source.decode([i for i in ids if i != EOS_ID])
+                                          for ids in outputs]
+
+
+def test_the_export_holds_both_models_and_answers_as_the_decoder(separate_run, corpus):
+    exported = run_module("t2t_repro.exporter", f"--output_dir={separate_run['run']}",
+                          DECODE_HPARAMS)
+    assert exported.returncode == 0, exported.stderr
+    version = separate_run["run"] / "export" / "30"
+    assets = sorted(path.name for path in (version / "assets").iterdir())
+    assert assets == ["translate_text_files.source.spm.model",
+                      "translate_text_files.target.spm.model"]
+    decoded = run_module("t2t_repro.decoder", f"--output_dir={separate_run['run']}",
+                         DECODE_HPARAMS, f"--decode_from_file={corpus / 'test.de'}")
+    assert decoded.returncode == 0, decoded.stderr
+    answers = run_export(version, read_lines(corpus / "test.de"))
+    assert answers["signatures"]["serving_default"]["outputs"] == decoded.stdout.splitlines()
+    assert answers["project_modules"] == []
+
+
+def test_the_ctranslate2_conversion_decodes_as_our_search_id_for_id(separate_run, corpus):
+    ctranslate2 = pytest.importorskip("ctranslate2")
+    converted = run_module("t2t_repro.exporter", "--export_format=ctranslate2",
+                           f"--output_dir={separate_run['run']}")
+    assert converted.returncode == 0, converted.stderr
+    ct2_dir = separate_run["run"] / "ctranslate2" / "30"
+    assert (ct2_dir / "source.spm.model").read_bytes() == separate_run["source"].read_bytes()
+    assert (ct2_dir / "target.spm.model").read_bytes() == separate_run["target"].read_bytes()
+    source, target = spm(ct2_dir / "source.spm.model"), spm(ct2_dir / "target.spm.model")
+    german = read_lines(corpus / "test.de")
+    translator = ctranslate2.Translator(str(ct2_dir), device="cpu")
+    results = translator.translate_batch(
+        [source.encode(line, out_type=str) + ["</s>"] for line in german], beam_size=1,
+        max_decoding_length=max(len(source.encode(line)) for line in german) + 6)
+    _, model = trained_problem_and_model(separate_run["run"])
+    ours = greedy_ids(model, [source.encode(line) + [EOS_ID] for line in german],
+                      extra_length=5)
+    theirs = [[target.piece_to_id(piece) for piece in result.hypotheses[0]]
+              for result in results]
+    # CTranslate2 leaves the EOS out. Its length limit is the batch's, ours each sentence's:
+    # where ours stopped at its limit, CTranslate2's goes on from the same ids.
+    agreeing = [their == our[:-1] if our[-1] == EOS_ID else their[:len(our)] == our
+                for our, their in zip(ours, theirs)]
+    assert sum(agreeing) == len(german), agreeing
+
+
+def test_warm_starting_from_another_target_vocabulary_is_an_error_naming_both(separate_run,
+                                                                             corpus, tmp_path):
+    hparams = data_hparams(corpus, SEPARATE, f"source_vocabulary={separate_run['source']}",
+                           train="part-2").replace(f"target_vocab_size={TARGET_PIECES}",
+                                                   "target_vocab_size=330")
+    generated = datagen(tmp_path / "data", hparams)
+    assert generated.returncode == 0, generated.stderr
+    assert (tmp_path / "data" / "translate_text_files.source.spm.model").read_bytes() == \
+        separate_run["source"].read_bytes()
+    line = one_line_error(fine_tune(separate_run, tmp_path / "data", tmp_path / "run"))
+    assert str(tmp_path / "data" / "translate_text_files.target.spm.model") in line
+    assert str(separate_run["target"]) in line
+    assert not (tmp_path / "run").exists()
+
+
+def test_fine_tuning_with_both_vocabularies_given(separate_run, corpus, tmp_path):
+    hparams = data_hparams(corpus, SEPARATE, f"source_vocabulary={separate_run['source']}",
+                           f"target_vocabulary={separate_run['target']}", train="part-2")
+    generated = datagen(tmp_path / "data", hparams)
+    assert generated.returncode == 0, generated.stderr
+    tuned = fine_tune(separate_run, tmp_path / "data", tmp_path / "run")
+    assert tuned.returncode == 0, tuned.stderr
+    assert (tmp_path / "run" / "ckpt-2.weights.h5").is_file()
+
+
+def test_a_shared_vocabulary_hparam_with_separate_vocabularies_is_an_error(corpus, tmp_path):
+    line = one_line_error(datagen(tmp_path / "data", data_hparams(
+        corpus, "shared_vocabulary=false", f"vocabulary={tmp_path / 'x.model'}")))
+    assert "vocabulary does not apply with shared_vocabulary=false" in line
+    assert "source_vocabulary= and target_vocabulary=" in line
+
+
 # --- Cleaning --------------------------------------------------------------------------------
 
 
@@ -247,12 +450,6 @@ def test_different_numbers_of_lines_are_an_error_naming_them(corpus, tmp_path):
     hparams = data_hparams(corpus, train="short").replace(f"{corpus}/short", f"{tmp_path}/short")
     line = one_line_error(datagen(tmp_path / "data", hparams))
     assert f"{tmp_path}/short.de has 10 lines but {tmp_path}/short.en has 9 lines" in line
-
-
-def test_separate_vocabularies_are_not_supported_yet(corpus, tmp_path):
-    line = one_line_error(datagen(tmp_path / "data", data_hparams(corpus,
-                                                                  "shared_vocabulary=false")))
-    assert "shared_vocabulary=false" in line and "not supported yet" in line
 
 
 def test_a_missing_file_hparam_is_an_error_naming_it(tmp_path):
