@@ -51,9 +51,9 @@ def member_run_dir(checkpoint):
     return None
 
 
-def member_vocabulary(run_dir):
-    """The vocabulary file of the problem `run_dir`'s flags.txt records (None: the run records
-    no problem, or its problem has no vocabulary file)."""
+def member_vocabularies(run_dir):
+    """The vocabulary files of the problem `run_dir`'s flags.txt records, source first (None:
+    the run records no problem, or its problem has no vocabulary file)."""
     from t2t_repro import registry
 
     recorded = recorded_flags(run_dir)
@@ -65,20 +65,23 @@ def member_vocabulary(run_dir):
             f"its vocabulary cannot be checked; give the --t2t_usr_dir that registers it.")
     problem = registry.problems[recorded["problem"]](
         data_dir=recorded.get("data_dir"), data_hparams=recorded.get("data_hparams", ""))
-    return getattr(problem, "vocabulary_path", None)
+    return getattr(problem, "vocabulary_paths", None)
 
 
 def check_vocabulary(path, run_dir, problem):
     """ConfigurationError naming the member `path` and both vocabulary files when the run it
-    belongs to was trained on another vocabulary than `problem` decodes with."""
-    theirs, ours = member_vocabulary(run_dir), getattr(problem, "vocabulary_path", None)
+    belongs to was trained on another vocabulary (either side) than `problem` decodes with."""
+    theirs, ours = member_vocabularies(run_dir), getattr(problem, "vocabulary_paths", None)
     if theirs is None or theirs == ours:
         return
-    if ours is None or not os.path.exists(theirs) or not filecmp.cmp(theirs, ours,
-                                                                       shallow=False):
+    same = ours is not None and len(theirs) == len(ours) and all(
+        os.path.exists(their_file) and filecmp.cmp(their_file, our_file, shallow=False)
+        for their_file, our_file in zip(theirs, ours))
+    if not same:
         raise ConfigurationError(
-            f"--checkpoint_path member {path} was trained with the vocabulary {theirs}, not "
-            f"{ours} that --problem decodes with; ensemble only models of one vocabulary.")
+            f"--checkpoint_path member {path} was trained with the vocabulary "
+            f"{' and '.join(theirs)}, not {' and '.join(ours or ['none'])} that --problem "
+            f"decodes with; ensemble only models of one vocabulary.")
 
 
 def load_decoding_model(problem, hparams):
