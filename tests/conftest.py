@@ -40,7 +40,13 @@ def pytest_collection_modifyitems(items):
     items.sort(key=rank)  # stable: the rest keep their order
 
 
-def run_module_in_subprocess(module, *args, timeout=300, input=None):
+# A bound for hangs only: a test process that has not ended in this long has hung. It is far
+# above any process's time here even on a slow, loaded machine; tests wait for events, and
+# this only keeps a hang from stalling the suite.
+HANG_GUARD_S = 1200
+
+
+def run_module_in_subprocess(module, *args, timeout=HANG_GUARD_S, input=None):
     """Runs `python -m <module> args...` in a new process, exactly as a user would (`input`:
     text on its stdin); returns the CompletedProcess. Each costs a TensorFlow import: keep it
     for what needs a process of its own (the start-up path, kills, another Keras backend)."""

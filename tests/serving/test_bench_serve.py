@@ -19,7 +19,7 @@ def test_bench_serve_measures_batching_on_beside_off(tmp_path):
     result = run_module_in_subprocess(
         "t2t_repro.bench", "serve", f"--export_dir={tmp_path / 'export'}",
         "--clients=2", "--seconds=1", "--warmup_seconds=0.5",
-        f"--sentences_file={sentences}", timeout=180)
+        f"--sentences_file={sentences}")
     assert result.returncode == 0, result.stderr + result.stdout
     table = {cells[0]: cells[1:] for cells in
              (re.split(r"\s{2,}", line) for line in result.stdout.splitlines())}

@@ -11,7 +11,7 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import run_module
+from conftest import HANG_GUARD_S, run_module
 
 RUN_EXPORT = pathlib.Path(__file__).with_name("run_export.py")
 DECODE_HPARAMS = "--decode_hparams=beam_size=2,alpha=0.6,extra_length=5"
@@ -23,7 +23,8 @@ MAX_INPUT_TOKENS = 40
 def run_export(version_dir, texts):
     """run_export.py's JSON for `texts`, in a fresh process."""
     result = subprocess.run([sys.executable, str(RUN_EXPORT), str(version_dir)],
-                            input=json.dumps(texts), capture_output=True, text=True, timeout=300)
+                            input=json.dumps(texts), capture_output=True, text=True,
+                            timeout=HANG_GUARD_S)
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout)
 

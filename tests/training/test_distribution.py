@@ -12,6 +12,7 @@ import sys
 import textwrap
 
 import numpy as np
+from conftest import HANG_GUARD_S
 
 ONE_STEP_BOTH_WAYS = textwrap.dedent(
     """
@@ -70,7 +71,7 @@ def run_on_two_cpu_devices(script):
         capture_output=True,
         text=True,
         env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", KERAS_BACKEND="tensorflow"),
-        timeout=300,
+        timeout=HANG_GUARD_S,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     return json.loads(result.stdout.strip().splitlines()[-1])

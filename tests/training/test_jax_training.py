@@ -18,6 +18,7 @@ from t2t_repro.data.pair_packing import pack_pairs
 from t2t_repro.hparams import create_hparams
 from t2t_repro.training import checkpoints
 from t2t_repro.training.tensorflow.train_step import TensorFlowTrainStep
+from conftest import HANG_GUARD_S
 
 TOLERANCE = 1e-5  # float32 matmuls in another order, on another backend
 CLIP_NORM = 0.05  # well below the tiny model's first gradient norm, so clipping acts
@@ -66,7 +67,8 @@ def jax_results(tmp_path_factory):
              clip_norm=CLIP_NORM, **arrays)
     result = subprocess.run(
         [sys.executable, os.path.join(HERE, "jax_worker.py"), str(directory / "cases.npz"),
-         str(directory)], capture_output=True, text=True, env=jax_environment(), timeout=300)
+         str(directory)], capture_output=True, text=True, env=jax_environment(),
+        timeout=HANG_GUARD_S)
     assert result.returncode == 0, result.stderr[-3000:]
     results = np.load(directory / "results.npz")
     return {"results": results, "directory": directory, "hparams": hparams, "whole": whole,
@@ -171,7 +173,8 @@ def jax_trainer(*flags, compilation_cache=None):
         environment.update(JAX_COMPILATION_CACHE_DIR=str(compilation_cache),
                            JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0")
     return subprocess.run([sys.executable, "-c", TRAINER_WITHOUT_TENSORFLOW, *flags],
-                          capture_output=True, text=True, env=environment, timeout=300)
+                          capture_output=True, text=True, env=environment,
+                          timeout=HANG_GUARD_S)
 
 
 @pytest.fixture(scope="module")

@@ -20,6 +20,7 @@ import tensorflow as tf
 
 from step_cases import micro_batch, token_counts, union
 from step_runner import BATCH_SPEC, StepRunner
+from conftest import HANG_GUARD_S
 
 TOLERANCE = 1e-6
 
@@ -134,7 +135,7 @@ TWO_REPLICAS = textwrap.dedent(
 def two_replica_report():
     result = subprocess.run(
         [sys.executable, "-c", TWO_REPLICAS, os.path.dirname(__file__)],
-        capture_output=True, text=True, timeout=300,
+        capture_output=True, text=True, timeout=HANG_GUARD_S,
         env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", KERAS_BACKEND="tensorflow"),
     )
     assert result.returncode == 0, result.stderr[-3000:]
