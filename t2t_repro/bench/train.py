@@ -25,6 +25,7 @@ what PyTorch's layers add.
 import argparse
 import importlib.util
 import itertools
+import os
 import statistics
 import tempfile
 import time
@@ -108,7 +109,11 @@ def median_step_seconds(step, warmup, steps):
 
 
 def measure_contender(name, hparams_set, vocab_size, inputs, targets, warmup, steps):
-    """`(median step seconds, parameter count)` of contender `name`: what its own process runs."""
+    """`(median step seconds, parameter count)` of contender `name`: what its own process runs.
+    The peer's process runs Keras (which `torch_peer` uses for the sinusoid table) on NumPy, so
+    that its memory holds no TensorFlow."""
+    if name in PEERS:
+        os.environ["KERAS_BACKEND"] = "numpy"  # before anything imports Keras here
     from t2t_repro.hparams import create_hparams
 
     step, parameters = contender_step(name, create_hparams(hparams_set), vocab_size, inputs,
