@@ -26,7 +26,6 @@ from t2t_repro.data.problem import TRAIN
 from t2t_repro.hparams import create_hparams
 from t2t_repro.training import checkpoints
 from t2t_repro.training.tensorflow.train_step import TensorFlowTrainStep
-from conftest import HANG_GUARD_S
 
 WORKERS = 2
 TRAINER = ["-m", "t2t_repro.trainer", "--problem=algorithmic_copy",
@@ -124,7 +123,7 @@ def test_two_workers_take_the_updates_of_one_process_on_the_global_batches(tmp_p
             stdout=subprocess.DEVNULL, stderr=open(tmp_path / f"{index}.err", "w"),
             env=dict(os.environ, TF_CONFIG=json.dumps(config), TF_CPP_MIN_LOG_LEVEL="2",
                      PYTHONPATH=here + os.pathsep + os.environ.get("PYTHONPATH", ""))))
-    codes = wait_all(processes, timeout=HANG_GUARD_S)
+    codes = wait_all(processes, timeout=180)
     assert codes == [0, 0], [(tmp_path / f"{i}.err").read_text()[-2000:] for i in range(2)]
     workers = [np.load(path) for path in outputs]
 
@@ -193,7 +192,7 @@ def test_two_trainer_workers_fail_together_resume_and_write_once(tmp_path):
                                      tmp_path, "killed")
     chief_pids = {survivor.pid}
     try:
-        deadline = time.monotonic() + HANG_GUARD_S
+        deadline = time.monotonic() + 120
         while (checkpoints.checkpoint_step(
                 checkpoints.latest_checkpoint(str(output_dir)) or "ckpt-0.weights.h5") < 10):
             assert survivor.poll() is None and doomed.poll() is None
@@ -214,7 +213,7 @@ def test_two_trainer_workers_fail_together_resume_and_write_once(tmp_path):
     resumed = start_workers([*common, f"--train_steps={newest + 5}", "--eval_every=5"],
                             tmp_path, "resumed")
     chief_pids.add(resumed[0].pid)
-    assert wait_all(resumed, timeout=HANG_GUARD_S) == [0, 0], log_text(tmp_path, "resumed", 1)[-2000:]
+    assert wait_all(resumed, timeout=240) == [0, 0], log_text(tmp_path, "resumed", 1)[-2000:]
     for index in range(WORKERS):
         assert re.search(rf"Resumed from \S+ at step {newest}\.",
                          log_text(tmp_path, "resumed", index))
