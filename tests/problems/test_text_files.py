@@ -74,7 +74,14 @@ def corpus(multi30k, tmp_path_factory):
 def deen_run(corpus, tmp_path_factory):
     """Data generated from `corpus`, then transformer_tiny trained 30 steps on it."""
     root = tmp_path_factory.mktemp("deen")
-    generated = datagen(root / "data", data_hparams(corpus))
+    generated = generate_and_train(root, data_hparams(corpus))
+    return {"data": root / "data", "run": root / "run", "datagen": generated.stdout}
+
+
+def generate_and_train(root, hparams):
+    """Datagen into `root`/data with the data hparams `hparams`, then transformer_tiny trained
+    30 steps into `root`/run; returns datagen's result."""
+    generated = datagen(root / "data", hparams)
     assert generated.returncode == 0, generated.stderr
     trained = run_module(
         "t2t_repro.trainer", "--problem=translate_text_files", f"--data_dir={root / 'data'}",
@@ -82,7 +89,7 @@ def deen_run(corpus, tmp_path_factory):
         "--hparams=batch_size=1024,max_length=128", "--train_steps=30", "--schedule=train",
         "--random_seed=1")
     assert trained.returncode == 0, trained.stderr
-    return {"data": root / "data", "run": root / "run", "datagen": generated.stdout}
+    return generated
 
 
 def test_datagen_reads_every_file_the_patterns_match(deen_run):
@@ -179,14 +186,7 @@ def spm(path):
 def separate_run(corpus, tmp_path_factory):
     """Data with one SentencePiece model per side, then transformer_tiny trained 30 steps."""
     root = tmp_path_factory.mktemp("separate")
-    generated = datagen(root / "data", data_hparams(corpus, SEPARATE))
-    assert generated.returncode == 0, generated.stderr
-    trained = run_module(
-        "t2t_repro.trainer", "--problem=translate_text_files", f"--data_dir={root / 'data'}",
-        f"--output_dir={root / 'run'}", "--hparams_set=transformer_tiny",
-        "--hparams=batch_size=1024,max_length=128", "--train_steps=30", "--schedule=train",
-        "--random_seed=1")
-    assert trained.returncode == 0, trained.stderr
+    generate_and_train(root, data_hparams(corpus, SEPARATE))
     data = root / "data"
     return {"data": data, "run": root / "run",
             "source": data / "translate_text_files.source.spm.model",
