@@ -72,6 +72,9 @@ class TensorFlowTrainStep:
                 for v in self._variables
             ] if accumulation_steps > 1 else []
         replica_options = dict(reduce_retracing=True, jit_compile=jit_compile)
+        # The forward and backward pass, traced once and called by both replica functions, so
+        # that accumulating updates do not trace the model twice.
+        self._replica_gradients = tf.function(self._micro_batch, **replica_options)
         self._replica_accumulate = tf.function(self._accumulate_on_replica, **replica_options)
         self._replica_apply = tf.function(self._apply_on_replica, **replica_options)
         self._count = tf.function(self._count_global_tokens, reduce_retracing=True)
@@ -82,9 +85,9 @@ class TensorFlowTrainStep:
 
     def __call__(self, iterator):
         micro_batches = [next(iterator) for _ in range(self.accumulation_steps)]
-        global_tokens = self._count(micro_batches)
         if self._trace_ahead and hasattr(iterator, "element_spec"):  # a tf.data iterator
-            self._trace_for_every_batch_shape(iterator.element_spec, global_tokens)
+            self._trace_for_every_batch_shape(iterator.element_spec)
+        global_tokens = self._count(micro_batches)
         sums = np.zeros(STAT_FIELDS)
         for batch in micro_batches[:-1]:
             sums += self._accumulate(batch, global_tokens).numpy()
@@ -92,12 +95,13 @@ class TensorFlowTrainStep:
         sums += stats.numpy()
         return UpdateStats.from_sums(sums, finite.numpy())
 
-    def _trace_for_every_batch_shape(self, batch_spec, global_tokens):
+    def _trace_for_every_batch_shape(self, batch_spec):
         """Traces the update once for the iterator's batch spec (per replica under a
         distribution strategy), whose lengths and row counts are unknown (None), so that
         batches of other bucket shapes reuse it instead of tracing it again for the first new
         shape."""
-        tokens_spec = tf.TensorSpec.from_tensor(global_tokens)
+        tokens_spec = tf.TensorSpec([], tf.float32)
+        self._count.get_concrete_function([batch_spec] * self.accumulation_steps)
         self._apply.get_concrete_function(batch_spec, tokens_spec)
         if self.accumulation_steps > 1:
             self._accumulate.get_concrete_function(batch_spec, tokens_spec)
@@ -125,13 +129,13 @@ class TensorFlowTrainStep:
         return gradients, stats
 
     def _accumulate_on_replica(self, batch, global_tokens):
-        gradients, stats = self._micro_batch(*batch, global_tokens)
+        gradients, stats = self._replica_gradients(*batch, global_tokens)
         for total, gradient in zip(self._gradient_sums, gradients):
             total.assign_add(tf.cast(gradient, tf.float32))
         return stats
 
     def _apply_on_replica(self, batch, global_tokens):
-        gradients, stats = self._micro_batch(*batch, global_tokens)
+        gradients, stats = self._replica_gradients(*batch, global_tokens)
         if self._gradient_sums:
             gradients = [g + total for g, total in zip(gradients, self._gradient_sums)]
             for total in self._gradient_sums:
