@@ -21,7 +21,8 @@ def reverse_run(tmp_path_factory):
     output_dir = tmp_path_factory.mktemp("decoder_input") / "run"
     result = run_module(
         "t2t_repro.trainer", "--problem=algorithmic_reverse", "--hparams_set=transformer_tiny",
-        "--hparams=batch_size=256,max_length=24", f"--output_dir={output_dir}",
+        "--hparams=batch_size=256,max_length=24,num_hidden_layers=1",
+        f"--output_dir={output_dir}",
         "--train_steps=2", "--save_checkpoints_steps=2", "--schedule=train",
     )
     assert result.returncode == 0, result.stderr

@@ -11,7 +11,7 @@ from t2t_repro.training.checkpoints import list_checkpoints
 TINY_RUN = [
     "--problem=algorithmic_copy",
     "--hparams_set=transformer_tiny",
-    "--hparams=batch_size=256,max_length=24",
+    "--hparams=batch_size=256,max_length=24,num_hidden_layers=1",  # mechanics: one layer
     "--eval_steps=2",
     "--log_every=5",
     "--eval_every=5",

@@ -11,7 +11,7 @@ from t2t_repro.training import checkpoints, warm_start
 from t2t_repro.training.run_factory import create_training_run
 
 PROBLEM = "algorithmic_copy"
-HPARAMS = "batch_size=256,max_length=24"
+HPARAMS = "batch_size=256,max_length=24,num_hidden_layers=1"  # mechanics: one layer
 # Training-only hparams a fine-tuning run may change.
 FINE_TUNING_HPARAMS = f"{HPARAMS},learning_rate_constant=0.5,layer_prepostprocess_dropout=0.2"
 RUN = [f"--problem={PROBLEM}", "--hparams_set=transformer_tiny", "--eval_steps=2",

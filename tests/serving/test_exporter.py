@@ -161,6 +161,7 @@ def test_a_version_is_never_overwritten(ende):
 def test_algorithmic_problem_exports_symbols_to_symbols(tmp_path):
     flags = ["--problem=algorithmic_reverse"]
     trained = run_module("t2t_repro.trainer", *flags, "--hparams_set=transformer_tiny",
+                         "--hparams=num_hidden_layers=1",  # the export's mechanics: one layer
                          f"--output_dir={tmp_path / 'run'}", "--train_steps=150",
                          "--schedule=train", "--random_seed=1")
     assert trained.returncode == 0, trained.stderr

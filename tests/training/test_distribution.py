@@ -1,8 +1,10 @@
 """Training under MirroredStrategy takes the same step, and reports the same loss, as one device.
 
-Keras sums gradients over replicas, so each replica's loss must be its 1/N share. The check runs
-in a subprocess because the two logical CPU devices must be configured before TensorFlow starts;
-it runs without XLA (DESIGN §6: jit_compile under MirroredStrategy on CPU devices fails).
+Keras sums gradients over replicas, so each replica's loss must be its 1/N share. The checks run
+in one subprocess because the two logical CPU devices must be configured before TensorFlow starts;
+they run without XLA (DESIGN §6: jit_compile under MirroredStrategy on CPU devices fails). The
+models have one layer: what is checked (how replicas share a step and a batch) does not depend
+on depth.
 """
 
 import json
@@ -12,21 +14,30 @@ import sys
 import textwrap
 
 import numpy as np
+import pytest
 from conftest import HANG_GUARD_S
 
-ONE_STEP_BOTH_WAYS = textwrap.dedent(
+TWO_CPU_DEVICES = textwrap.dedent(
     """
-    import json, sys
+    import json, sys, tempfile
     import tensorflow as tf
     cpu = tf.config.list_physical_devices("CPU")[0]
     tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+    mirrored = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+    reports = {}
+    """
+)
+
+ONE_STEP_BOTH_WAYS = textwrap.dedent(
+    """
     import keras
     import numpy as np
     from t2t_repro.hparams import create_hparams
     from t2t_repro.models.transformer import Transformer
     from t2t_repro.training.losses import LabelSmoothedCrossEntropy
 
-    hparams = create_hparams("transformer_tiny", "layer_prepostprocess_dropout=0.0")
+    hparams = create_hparams("transformer_tiny",
+                             "layer_prepostprocess_dropout=0.0,num_hidden_layers=1")
     rng = np.random.default_rng(0)
     # Four sentences with the same number of real tokens, so that the mean over each
     # replica's two sentences, averaged over replicas, is the mean over all four.
@@ -48,24 +59,43 @@ ONE_STEP_BOTH_WAYS = textwrap.dedent(
         loss = model.fit(batch, epochs=1, verbose=0).history["loss"][0]
         return loss, model.get_weights()
 
-    mirrored = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
     loss_one, weights_one = one_sgd_step(tf.distribute.get_strategy())
     loss_two, weights_two = one_sgd_step(mirrored)
-    json.dump({
+    reports["one_step"] = {
         "replicas": mirrored.num_replicas_in_sync,
         "loss_one_device": loss_one,
         "loss_mirrored": loss_two,
         "largest_update": max(float(np.abs(w - i).max()) for w, i in zip(weights_one, initial)),
         "largest_weight_difference": max(
             float(np.abs(a - b).max()) for a, b in zip(weights_one, weights_two)),
-    }, sys.stdout)
+    }
+    """
+)
+
+TRAIN_AND_EVALUATE_MIRRORED = textwrap.dedent(
+    """
+    from t2t_repro import registry
+    from t2t_repro.training.tensorflow.run import TensorFlowTrainingRun
+
+    problem = registry.problems["algorithmic_copy"]()
+    hparams = create_hparams("transformer_tiny",
+                             "batch_size=300,max_length=24,num_hidden_layers=1")
+    # Six eval batches are enough to show evaluation runs; the whole eval set takes minutes.
+    run = TensorFlowTrainingRun(problem, hparams, tempfile.mkdtemp(), mirrored, eval_every=8,
+                      eval_steps=6, log_every=8, print_fn=lambda *args: None)
+    rows = [int(features["inputs"].shape[0])
+            for features, _ in run.eval_dataset()]
+    reports["train_and_evaluate"] = {"eval": run.train(8), "eval_batch_rows": rows}
+    json.dump(reports, sys.stdout)
     """
 )
 
 
-def run_on_two_cpu_devices(script):
-    """Runs `script` in a fresh Python (it configures 2 logical CPUs before TensorFlow starts)
-    and returns the JSON report it prints last."""
+@pytest.fixture(scope="module")
+def reports():
+    """Both checks' reports, from one fresh Python that configures 2 logical CPUs before
+    TensorFlow starts."""
+    script = TWO_CPU_DEVICES + ONE_STEP_BOTH_WAYS + TRAIN_AND_EVALUATE_MIRRORED
     result = subprocess.run(
         [sys.executable, "-c", script],
         capture_output=True,
@@ -77,8 +107,8 @@ def run_on_two_cpu_devices(script):
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
-def test_mirrored_step_equals_single_device_step():
-    report = run_on_two_cpu_devices(ONE_STEP_BOTH_WAYS)
+def test_mirrored_step_equals_single_device_step(reports):
+    report = reports["one_step"]
     assert report["replicas"] == 2
     np.testing.assert_allclose(report["loss_mirrored"], report["loss_one_device"], rtol=1e-5)
     # A doubled gradient would move some weight by a further ~0.1; float rounding moves it by ~1e-7.
@@ -86,32 +116,9 @@ def test_mirrored_step_equals_single_device_step():
     assert report["largest_weight_difference"] < 1e-5
 
 
-TRAIN_AND_EVALUATE_MIRRORED = textwrap.dedent(
-    """
-    import json, sys, tempfile
-    import tensorflow as tf
-    cpu = tf.config.list_physical_devices("CPU")[0]
-    tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
-    from t2t_repro import registry
-    from t2t_repro.hparams import create_hparams
-    from t2t_repro.training.tensorflow.run import TensorFlowTrainingRun
-
-    problem = registry.problems["algorithmic_copy"]()
-    hparams = create_hparams("transformer_tiny", "batch_size=300,max_length=24")
-    strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
-    # Six eval batches are enough to show evaluation runs; the whole eval set takes minutes.
-    run = TensorFlowTrainingRun(problem, hparams, tempfile.mkdtemp(), strategy, eval_every=8,
-                      eval_steps=6, log_every=8, print_fn=lambda *args: None)
-    rows = [int(features["inputs"].shape[0])
-            for features, _ in run.eval_dataset()]
-    json.dump({"eval": run.train(8), "eval_batch_rows": rows}, sys.stdout)
-    """
-)
-
-
-def test_mirrored_training_and_evaluation_run_on_token_budget_batches():
+def test_mirrored_training_and_evaluation_run_on_token_budget_batches(reports):
     """Under MirroredStrategy the trainer's batches split evenly over the replicas (Keras fails
     on an odd row count), and a whole train-and-evaluate cycle runs on the real pipeline."""
-    report = run_on_two_cpu_devices(TRAIN_AND_EVALUATE_MIRRORED)
+    report = reports["train_and_evaluate"]
     assert report["eval_batch_rows"] and all(rows % 2 == 0 for rows in report["eval_batch_rows"])
     assert np.isfinite(report["eval"]["loss"]) and report["eval"]["accuracy"] > 0

@@ -29,7 +29,8 @@ from t2t_repro.training.tensorflow.train_step import TensorFlowTrainStep
 
 WORKERS = 2
 TRAINER = ["-m", "t2t_repro.trainer", "--problem=algorithmic_copy",
-           "--hparams_set=transformer_tiny", "--hparams=batch_size=256,max_length=24",
+           "--hparams_set=transformer_tiny",
+           "--hparams=batch_size=256,max_length=24,num_hidden_layers=1",
            "--eval_steps=2", "--eval_decode_examples=0", "--log_every=5", "--strategy=multi_worker"]
 
 
