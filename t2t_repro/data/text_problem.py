@@ -146,8 +146,14 @@ class TextPairProblem(Problem):
     def shard_paths(self, mode):
         from t2t_repro.data import records
 
-        shards = self.metadata()["splits"][mode]["shards"]
-        return records.shard_paths(self._path(f"-{mode}"), shards)
+        splits = self.metadata()["splits"]
+        if mode not in splits:
+            raise ProblemDataError(
+                f"{self.data_dir} holds the vocabularies of {self.data_name} but no {mode} "
+                f"examples (an imported model's data folder): generate the data to train on "
+                f"into another --data_dir with datagen, encoded with these vocabularies "
+                f"(docs/importing.md).")
+        return records.shard_paths(self._path(f"-{mode}"), splits[mode]["shards"])
 
     # --- Reading generated data -------------------------------------------------------------
 
@@ -213,9 +219,12 @@ class TextPairProblem(Problem):
 
     def model_hparams(self, hparams):
         """Separate vocabularies need separate source and target embeddings: the hparam
-        `shared_source_target_embedding` follows `shared_vocabulary` (as generated)."""
+        `shared_source_target_embedding` follows `shared_vocabulary` (as generated), unless
+        both list the same pieces by id (an imported model's joint vocabulary, whose
+        SentencePiece models differ per side), where one embedding means the same on both."""
         self.metadata()
-        if self.shared_vocabulary or not hparams.values().get("shared_source_target_embedding"):
+        if (self.shared_vocabulary or not hparams.values().get("shared_source_target_embedding")
+                or self.source_vocabulary.all_pieces() == self.target_vocabulary.all_pieces()):
             return hparams
         return HParams(**{**hparams.values(), "shared_source_target_embedding": False})
 
@@ -383,8 +392,7 @@ class TextPairProblem(Problem):
             vocabularies = {side: self._new_vocabulary(side, [pair[index] for pair in sample])
                             for index, side in enumerate((SOURCE, TARGET))}
         for vocabulary in dict.fromkeys(vocabularies.values()):
-            write_text_atomically(vocabulary.model_path.removesuffix(".model") + ".vocab", "".join(
-                f"{i}\t{piece}\n" for i, piece in enumerate(vocabulary.all_pieces())))
+            write_piece_listing(vocabulary)
         return vocabularies
 
     def vocab_size(self, side):
@@ -419,6 +427,12 @@ class TextPairProblem(Problem):
             "sources": pairs.describe(),
             "length_histogram": {str(length): lengths[length] for length in sorted(lengths)},
         }
+
+
+def write_piece_listing(vocabulary):
+    """`<model>.vocab` beside a vocabulary's `.model`: its pieces by id, for people."""
+    write_text_atomically(vocabulary.model_path.removesuffix(".model") + ".vocab", "".join(
+        f"{i}\t{piece}\n" for i, piece in enumerate(vocabulary.all_pieces())))
 
 
 def _encoded_examples(pairs, vocabularies, lengths):
