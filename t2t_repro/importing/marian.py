@@ -225,12 +225,14 @@ def _with_pad_row(matrix):
 
 
 def _attention_weights(weights, prefix, pre_norm):
-    """{sublayer: [kernel, bias] x (query, key, value, output), norm: [gamma, beta]}."""
+    """([kernel, bias] of the query, key, value and output projections, end to end;
+    [gamma, beta] of the sublayer's LayerNorm)."""
     projections = [array for suffix in "qkvo" for array in weights.take_linear(prefix, suffix)]
     return projections, weights.take_norm(f"{prefix}_Wo", pre_norm)
 
 
 def _feed_forward_weights(weights, prefix, pre_norm):
+    """([kernel, bias] of the inner and output layers, end to end; [gamma, beta])."""
     projections = weights.take_linear(prefix, "1") + weights.take_linear(prefix, "2")
     return projections, weights.take_norm(f"{prefix}_ffn", pre_norm)
 
