@@ -46,6 +46,8 @@ def transformer_base():
         sinusoid_layout="interleaved",  # or halves: tensor2tensor's and Marian's timing signal
         logits_bias=False,  # a bias on the output logits (Marian's decoder_ff_logit_out_b)
         zero_pad_embedding=False,  # id 0 (padding, decoder start) embeds as zeros (Marian, t2t)
+        encoder_input_bias=False,  # a trained vector added to every source position (t2t's
+        # target_space_embedding row)
         # Regularisation.
         layer_prepostprocess_dropout=0.1,  # P_drop: residual and embedding dropout
         attention_dropout=0.0,

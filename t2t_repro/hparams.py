@@ -25,6 +25,7 @@ ADDED_MODEL_HPARAMS = {
     "sinusoid_layout": "interleaved",
     "logits_bias": False,
     "zero_pad_embedding": False,
+    "encoder_input_bias": False,
 }
 
 

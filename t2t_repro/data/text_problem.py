@@ -34,6 +34,7 @@ from t2t_repro.data import token_arrays
 from t2t_repro.data.packing import CHUNK_SIZE
 from t2t_repro.data.problem import EVAL, MODES, TRAIN, Problem, ProblemDataError
 from t2t_repro.data.raw_text import MissingRawDataError, RawDataError, reservoir_sample
+from t2t_repro.data.tensor2tensor_subwords import Tensor2TensorSubwords
 from t2t_repro.data.vocabulary import SubwordVocabulary, train_vocabulary
 from t2t_repro.hparams import HParams
 from t2t_repro.names import EOS_ID
@@ -43,6 +44,11 @@ SOURCE, TARGET = "source", "target"
 _ENCODE_BATCH = 10000  # pairs encoded per sentencepiece call (it encodes a batch in parallel)
 _SAMPLE_SEED = 1234
 _SHUFFLE_SEED = 5678
+# How vocabularies are stored: datagen trains sentencepiece models; a run imported from
+# tensor2tensor keeps its SubwordTextEncoder vocabulary (metadata "vocabulary_format").
+SENTENCEPIECE, TENSOR2TENSOR_SUBWORDS = "sentencepiece", "tensor2tensor_subwords"
+VOCABULARY_SUFFIXES = {SENTENCEPIECE: ".spm.model", TENSOR2TENSOR_SUBWORDS: ".subwords"}
+VOCABULARY_CLASSES = {SENTENCEPIECE: SubwordVocabulary, TENSOR2TENSOR_SUBWORDS: Tensor2TensorSubwords}
 
 
 class PairSources:
@@ -107,9 +113,19 @@ class TextPairProblem(Problem):
     def metadata_path(self):
         return self._path(".datagen.json")
 
-    def vocabulary_file(self, side):
-        """The sentencepiece model of a side of the data (SOURCE or TARGET, as generated)."""
-        return self._path(".spm.model" if self.shared_vocabulary else f".{side}.spm.model")
+    def vocabulary_file(self, side, vocabulary_format=SENTENCEPIECE):
+        """The vocabulary file of a side of the data (SOURCE or TARGET, as generated): a
+        sentencepiece model, or a tensor2tensor subword vocabulary (an imported run's)."""
+        suffix = VOCABULARY_SUFFIXES[vocabulary_format]
+        return self._path(suffix if self.shared_vocabulary else f".{side}{suffix}")
+
+    @property
+    def vocabulary_format(self):
+        """How the data's vocabularies are stored, as its metadata records (sentencepiece
+        unless an imported tensor2tensor run says otherwise; also before datagen)."""
+        if self._metadata is None and not os.path.exists(self.metadata_path):
+            return SENTENCEPIECE
+        return self.metadata().get("vocabulary_format", SENTENCEPIECE)
 
     def _problem_side(self, side):
         """The data side that this problem's `side` reads (swapped on `_rev` variants)."""
@@ -119,11 +135,11 @@ class TextPairProblem(Problem):
 
     @property
     def source_vocabulary_path(self):
-        return self.vocabulary_file(self._problem_side(SOURCE))
+        return self.vocabulary_file(self._problem_side(SOURCE), self.vocabulary_format)
 
     @property
     def target_vocabulary_path(self):
-        return self.vocabulary_file(self._problem_side(TARGET))
+        return self.vocabulary_file(self._problem_side(TARGET), self.vocabulary_format)
 
     @property
     def vocabulary_paths(self):
@@ -194,12 +210,13 @@ class TextPairProblem(Problem):
     def _loaded_vocabularies(self):
         """{data side: SubwordVocabulary}, loaded once; one object for both when shared."""
         if self._vocabularies is None:
-            self.metadata()
+            vocabulary_format = self.vocabulary_format
+            load = VOCABULARY_CLASSES[vocabulary_format]
             if self.shared_vocabulary:
-                shared = SubwordVocabulary(self.vocabulary_file(SOURCE))
+                shared = load(self.vocabulary_file(SOURCE, vocabulary_format))
                 self._vocabularies = {SOURCE: shared, TARGET: shared}
             else:
-                self._vocabularies = {side: SubwordVocabulary(self.vocabulary_file(side))
+                self._vocabularies = {side: load(self.vocabulary_file(side, vocabulary_format))
                                       for side in (SOURCE, TARGET)}
         return self._vocabularies
 

@@ -4,6 +4,7 @@ laid out as the trainer and datagen lay out their own, so that every command rea
     <output_dir>/hparams.json, ckpt-0.weights.h5, flags.txt   as the trainer writes them
     <output_dir>/imported.json                                 where it came from, its options
     <output_dir>/data/translate_text_files.{source,target}.spm.model (and .vocab listings),
+                      or .subwords (a tensor2tensor run's SubwordTextEncoder vocabulary),
                       translate_text_files.datagen.json        as datagen writes them, with no
                                                                examples
 
@@ -13,6 +14,7 @@ nothing behind.
 
 import json
 import os
+import shutil
 
 from t2t_repro import hparams as hparams_lib
 from t2t_repro.errors import ConfigurationError
@@ -28,7 +30,7 @@ def write_run(imported, output_dir, source_language, target_language):
     """Writes `imported` (an `ImportedModel`) as a run in `output_dir`, which must not exist
     yet; returns the problem, whose vocabularies are the run's."""
     from t2t_repro import registry
-    from t2t_repro.data.text_problem import SOURCE, TARGET, write_piece_listing
+    from t2t_repro.data.text_problem import SENTENCEPIECE, SOURCE, TARGET, write_piece_listing
     from t2t_repro.importing.vocabularies import write_model
     from t2t_repro.training.checkpoints import CheckpointManager
     from t2t_repro.training.run import build_model, compile_for_training
@@ -42,15 +44,24 @@ def write_run(imported, output_dir, source_language, target_language):
         problem = registry.problems[PROBLEM](
             data_dir=data_dir, data_hparams=f"shared_vocabulary=false,source_language="
                                             f"{source_language},target_language={target_language}")
+        sentencepiece = imported.vocabulary_format == SENTENCEPIECE
         for side, model in ((SOURCE, imported.source_model), (TARGET, imported.target_model)):
-            write_model(model, problem.vocabulary_file(side))
+            path = problem.vocabulary_file(side, imported.vocabulary_format)
+            if sentencepiece:
+                write_model(model, path)
+            else:
+                shutil.copyfile(model.model_path, path)
+        source_size, target_size = (
+            len(model.pieces) if sentencepiece else model.vocab_size
+            for model in (imported.source_model, imported.target_model))
         metadata = {"problem": PROBLEM, "data_hparams": problem.data_hparams.values(),
-                    "vocab_size": len(imported.source_model.pieces),
-                    "source_vocab_size": len(imported.source_model.pieces),
-                    "target_vocab_size": len(imported.target_model.pieces), "splits": {}}
+                    "vocabulary_format": imported.vocabulary_format,
+                    "vocab_size": source_size, "source_vocab_size": source_size,
+                    "target_vocab_size": target_size, "splits": {}}
         write_text_atomically(problem.metadata_path, json.dumps(metadata, indent=1))
         for vocabulary in dict.fromkeys((problem.source_vocabulary, problem.target_vocabulary)):
-            write_piece_listing(vocabulary)
+            if sentencepiece:
+                write_piece_listing(vocabulary)
         hparams = imported.hparams
         model = compile_for_training(build_model("transformer", hparams, problem), hparams)
         imported.set_weights(model)

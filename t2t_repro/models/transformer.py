@@ -123,7 +123,9 @@ class Transformer(keras.Model):
 
     Imported models (docs/importing.md) set hparams the paper's models leave at its choices:
     `ffn_activation`, `attention_bias`, `sinusoid_layout`, `logits_bias` (a trained bias
-    added to the output logits) and `zero_pad_embedding`; a run saved before they existed
+    added to the output logits), `zero_pad_embedding` and `encoder_input_bias` (a trained
+    vector added to every encoder input position: tensor2tensor's target-space embedding);
+    a run saved before they existed
     gets those choices (`hparams.ADDED_MODEL_HPARAMS`).
 
     With hparam `self_attention_window` = r > 0, encoder and decoder self-attention are
@@ -238,6 +240,9 @@ class Transformer(keras.Model):
         if self.hparams.logits_bias:
             self.final_logits_bias = self.add_weight(
                 shape=(self.target_vocab_size,), initializer="zeros", name="final_logits_bias")
+        if self.hparams.encoder_input_bias:
+            self.encoder_input_bias = self.add_weight(
+                shape=(self.hparams.hidden_size,), initializer="zeros", name="encoder_input_bias")
         self.built = True
 
     def _final_norm(self, name):
@@ -265,8 +270,11 @@ class Transformer(keras.Model):
                 f"train a model with a larger max_length."
             )
 
-    def _embed(self, ids, embedding, position, dropout, training, start_index=0, positions=None):
+    def _embed(self, ids, embedding, position, dropout, training, start_index=0, positions=None,
+               bias=None):
         x = embedding(ids)
+        if bias is not None:
+            x = x + ops.cast(bias, x.dtype)
         x = x + position(x, start_index=start_index, positions=positions)
         return dropout(x, training=training)
 
@@ -283,7 +291,8 @@ class Transformer(keras.Model):
         self_mask = memory_mask if segmentation is None else same_segment_mask(segmentation,
                                                                                segmentation)
         x = self._embed(inputs, self.input_embedding, self.encoder_position,
-                        self.encoder_input_dropout, training, positions=positions)
+                        self.encoder_input_dropout, training, positions=positions,
+                        bias=self.encoder_input_bias if self.hparams.encoder_input_bias else None)
         for layer in self.encoder_layers:
             x = _call_layer(
                 layer, attention_scores, x, attention_mask=self_mask, training=training

@@ -101,6 +101,11 @@ def transformer_spec(model, source_tokens, target_tokens, positions=DEFAULT_SINU
             f"{model.self_attention_window}), which CTranslate2's Transformer cannot express; "
             f"export a SavedModel with t2t_repro.exporter instead.")
     hp = model.hparams
+    if hp.encoder_input_bias:
+        raise CTranslate2ExportError(
+            "this model adds a trained vector to every encoder input (hparam "
+            "encoder_input_bias, tensor2tensor's target-space embedding), which CTranslate2's "
+            "Transformer cannot express; export a SavedModel with t2t_repro.exporter instead.")
     pre_norm = bool(hp.normalize_first)
     spec = specs.TransformerSpec.from_config(
         (len(model.encoder_layers), len(model.decoder_layers)), hp.num_heads, pre_norm=pre_norm,
