@@ -21,7 +21,8 @@ quiet_tensorflow.import_tensorflow()  # before anything imports it: see the modu
 
 from absl import flags  # noqa: E402
 
-from t2t_repro.cli import entry_point, run_flags  # noqa: E402,F401 (run_flags: --output_dir)
+# run_flags: --output_dir; problem_flags: --problem, --data_dir (defined once for every command)
+from t2t_repro.cli import entry_point, problem_flags, run_flags  # noqa: E402,F401
 from t2t_repro.cli.entry_point import check_usage  # noqa: E402
 from t2t_repro.errors import ConfigurationError  # noqa: E402
 
@@ -42,9 +43,6 @@ flags.DEFINE_string("checkpoint", None, "tensor2tensor: the checkpoint (its fold
                     "checkpoint prefix) of a `transformer` model.")
 flags.DEFINE_string("vocab_file", None, "tensor2tensor: its SubwordTextEncoder vocabulary "
                     "file (or give --problem and --data_dir).")
-flags.DEFINE_string("problem", None, "tensor2tensor: the problem it was trained on, whose "
-                    "vocab.<problem>.*.subwords in --data_dir is its vocabulary.")
-flags.DEFINE_string("data_dir", None, "tensor2tensor: the data folder of --problem.")
 flags.DEFINE_integer("num_heads", 8, "tensor2tensor: attention heads, which a checkpoint "
                      "does not record (transformer_base 8, transformer_big 16).")
 flags.DEFINE_integer("target_space_id", 0, "tensor2tensor: the problem's target space, the "
@@ -59,8 +57,11 @@ flags.DEFINE_string("target_language", None, "The target language's code (e.g. e
 FORMAT_FLAGS = {"opus_mt": ("model_dir",),
                 "marian": ("model_file", "vocabs", "sentencepiece_models"),
                 "tensor2tensor": ("checkpoint",)}
-# Flags only --format=tensor2tensor reads, beside its required ones.
+# Flags only --format=tensor2tensor reads, beside its required ones (--problem: the problem
+# it was trained on, whose vocab.<problem>.*.subwords in --data_dir is its vocabulary).
 TENSOR2TENSOR_OPTIONS = ("vocab_file", "problem", "data_dir", "num_heads", "target_space_id")
+# Flags of problem_flags that no format reads.
+UNUSED_PROBLEM_FLAGS = ("tmp_dir", "data_hparams", "download")
 
 
 def source_and_target(name):
@@ -82,6 +83,7 @@ def main(argv):
               if format_name != FLAGS.format for name in names if FLAGS[name].present]
     if FLAGS.format != "tensor2tensor":
         others += [f"--{name}" for name in TENSOR2TENSOR_OPTIONS if FLAGS[name].present]
+    others += [f"--{name}" for name in UNUSED_PROBLEM_FLAGS if FLAGS[name].present]
     if others:
         raise ConfigurationError(f"{', '.join(others)} do not apply to --format={FLAGS.format}.")
     if FLAGS.format == "tensor2tensor":
