@@ -13,6 +13,16 @@ class ModelImportError(UserError, ValueError):
     the problem."""
 
 
+def check_all_taken(left, source, kind, why):
+    """Raises ModelImportError naming (up to five of) `left`, the `kind` ("weights",
+    "variables") of `source` that no part of our Transformer took: parts it lacks."""
+    if left:
+        names = sorted(left)
+        raise ModelImportError(f"{source} holds {kind} this import does not know "
+                               f"({', '.join(names[:5])}{', ...' if len(names) > 5 else ''}); "
+                               f"{why}.")
+
+
 @dataclasses.dataclass
 class ImportedModel:
     """What a run folder is written from: hparams, the vocabularies (rewritten SentencePiece

@@ -23,7 +23,11 @@ import zipfile
 import numpy as np
 import yaml
 
-from t2t_repro.importing.imported_model import ImportedModel, ModelImportError
+from t2t_repro.importing.imported_model import (
+    ImportedModel,
+    ModelImportError,
+    check_all_taken,
+)
 from t2t_repro.importing.vocabularies import (
     read_marian_vocabulary,
     read_sentencepiece_model,
@@ -206,12 +210,8 @@ class MarianWeights:
         return [self.take(f"{prefix}_W{suffix}"), self.take(f"{prefix}_b{suffix}")]
 
     def check_all_taken(self):
-        if self.arrays:
-            names = sorted(self.arrays)
-            raise ModelImportError(
-                f"{self.path} holds weights this import does not know ({', '.join(names[:5])}"
-                f"{', ...' if len(names) > 5 else ''}); the model has parts our Transformer "
-                f"lacks.")
+        check_all_taken(self.arrays, self.path, "weights",
+                        "the model has parts our Transformer lacks")
 
 
 def _with_pad_row(matrix):

@@ -22,7 +22,11 @@ import re
 
 import numpy as np
 
-from t2t_repro.importing.imported_model import ImportedModel, ModelImportError
+from t2t_repro.importing.imported_model import (
+    ImportedModel,
+    ModelImportError,
+    check_all_taken,
+)
 
 BODY = "transformer/body/"
 TARGET_SPACE_EMBEDDING = BODY + "target_space_embedding/kernel"
@@ -78,12 +82,8 @@ class CheckpointWeights:
                 self.take(f"{scope}/layer_norm/layer_norm_bias")]
 
     def check_all_taken(self):
-        if self.names:
-            names = sorted(self.names)
-            raise ModelImportError(
-                f"{self.checkpoint} holds variables this import does not know "
-                f"({', '.join(names[:5])}{', ...' if len(names) > 5 else ''}); it is not the "
-                f"plain transformer of transformer_base or transformer_big.")
+        check_all_taken(self.names, self.checkpoint, "variables", "it is not the plain "
+                        "transformer of transformer_base or transformer_big")
 
 
 def _embeddings(weights):
