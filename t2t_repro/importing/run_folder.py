@@ -41,6 +41,7 @@ def write_run(imported, output_dir, source_language, target_language):
                                  f"a new run folder, never into an existing one.")
     with atomic_path(output_dir) as folder:
         data_dir = os.path.join(folder, DATA_SUBDIR)
+        os.makedirs(data_dir)
         problem = registry.problems[PROBLEM](
             data_dir=data_dir, data_hparams=f"shared_vocabulary=false,source_language="
                                             f"{source_language},target_language={target_language}")

@@ -12,20 +12,26 @@ answers as our decoder does, and fine-tunes with --warm_start_from. A truncated 
 missing vocabulary and options the model cannot compute are one-line errors naming the file,
 with nothing written."""
 
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 import yaml
 
 ctranslate2 = pytest.importorskip("ctranslate2")
 
-from conftest import one_line_error, run_module  # noqa: E402
+from conftest import HANG_GUARD_S, one_line_error, run_module  # noqa: E402
 from ctranslate2.converters import MarianConverter  # noqa: E402
 from importing.marian_models import (  # noqa: E402
     MarianOptions,
     model_yml,
     write_opus_mt_folder,
 )
-from serving.test_exporter import run_export  # noqa: E402
+from serving.test_exporter import RUN_EXPORT  # noqa: E402
 
 TRAIN_LINES, TEST_LINES = 2000, 16
 MAX_LENGTH = 30
@@ -55,6 +61,13 @@ def import_model(*flags):
                       *flags)
 
 
+@pytest.fixture(scope="module")
+def opus_mt_release(multi30k, tmp_path_factory):
+    """The first model's OPUS-MT release folder, which the bad-input tests copy too."""
+    folder = tmp_path_factory.mktemp("opus_mt") / "release"
+    return write_opus_mt_folder(str(folder), *multi30k["train"], MODELS[list(MODELS)[0]])
+
+
 @pytest.fixture(scope="module", params=list(MODELS), ids=list(MODELS))
 def imported(request, multi30k, tmp_path_factory):
     """A Marian model built, imported (the first as an OPUS-MT folder, the others with
@@ -65,13 +78,15 @@ def imported(request, multi30k, tmp_path_factory):
     from t2t_repro.training.run import load_trained_model
 
     root = tmp_path_factory.mktemp("marian")
-    files = write_opus_mt_folder(str(root / "release"), *multi30k["train"],
-                                 MODELS[request.param])
     run = root / "run"
     if request.param == list(MODELS)[0]:
-        result = import_model("--format=opus_mt", f"--model_dir={root / 'release'}",
+        files = request.getfixturevalue("opus_mt_release")
+        result = import_model("--format=opus_mt",
+                              f"--model_dir={os.path.dirname(files['model.npz'])}",
                               f"--output_dir={run}")
     else:
+        files = write_opus_mt_folder(str(root / "release"), *multi30k["train"],
+                                     MODELS[request.param])
         result = import_model("--format=marian", f"--model_file={files['model.npz']}",
                               f"--vocabs={','.join(files['vocabs'])}",
                               f"--sentencepiece_models={files['source.spm']},"
@@ -185,11 +200,17 @@ def test_the_export_answers_as_the_decoder_and_the_run_fine_tunes(imported, mult
     decoded = run_module("t2t_repro.decoder", f"--output_dir={run}", decode_hparams,
                          f"--decode_from_file={source}")
     assert decoded.returncode == 0, decoded.stderr
-    answers = run_export(run / "export" / "0", multi30k["test.de"][:8])
-    assert answers["signatures"]["serving_default"]["outputs"] == decoded.stdout.splitlines()
+    # The SavedModel runs in a fresh process with TensorFlow alone (serving/run_export.py),
+    # started now so that its start-up overlaps the fine-tuning below.
+    texts = tmp_path / "texts.json"
+    texts.write_text(json.dumps(multi30k["test.de"][:8]), encoding="utf-8")
+    with open(texts, encoding="utf-8") as stdin:
+        serving = subprocess.Popen([sys.executable, str(RUN_EXPORT), str(run / "export" / "0")],
+                                   stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                   text=True)
 
     for side, lines in zip(("de", "en"), multi30k["train"]):
-        (tmp_path / f"train.{side}").write_text("".join(line + "\n" for line in lines[:200]),
+        (tmp_path / f"train.{side}").write_text("".join(line + "\n" for line in lines[:50]),
                                                 encoding="utf-8")
     data = run / "data"
     generated = run_module(
@@ -208,16 +229,18 @@ def test_the_export_answers_as_the_decoder_and_the_run_fine_tunes(imported, mult
     assert tuned.returncode == 0, tuned.stderr
     assert (tmp_path / "tuned" / "ckpt-1.weights.h5").exists()
 
+    output, errors = serving.communicate(timeout=HANG_GUARD_S)
+    assert serving.returncode == 0, errors
+    answers = json.loads(output)
+    assert answers["signatures"]["serving_default"]["outputs"] == decoded.stdout.splitlines()
+
 
 # --- Bad input --------------------------------------------------------------------------------
 
 
 @pytest.fixture(scope="module")
-def release(multi30k, tmp_path_factory):
-    root = tmp_path_factory.mktemp("bad")
-    write_opus_mt_folder(str(root / "good"), *multi30k["train"],
-                         MarianOptions(vocab_size=300))
-    return root / "good"
+def release(opus_mt_release):
+    return pathlib.Path(opus_mt_release["model.npz"]).parent
 
 
 def copied_release(release, tmp_path):
@@ -261,7 +284,7 @@ def test_an_option_the_model_cannot_compute_is_an_error_naming_it(release, tmp_p
     model = folder / "model.npz"
     with np.load(model) as arrays:
         weights = dict(arrays)
-    config = yaml.safe_load(model_yml(MarianOptions(vocab_size=300)))
+    config = yaml.safe_load(model_yml(MODELS[list(MODELS)[0]]))
     config[option] = value
     weights["special:model.yml"] = np.frombuffer(yaml.safe_dump(config).encode() + b"\0",
                                                  np.int8)

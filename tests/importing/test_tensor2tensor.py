@@ -7,69 +7,24 @@ vocabulary encodes and decodes as tensor2tensor's does. Another model's checkpoi
 missing vocabulary are one-line errors naming the file, with nothing written."""
 
 import math
-import os
 
 import numpy as np
 import pytest
 
 from conftest import one_line_error, run_module
+from importing.tensor2tensor_checkpoints import (
+    D,
+    HEADS,
+    SHARDS,
+    SUBTOKENS,
+    VOCAB,
+    t2t_variables,
+    write_checkpoint,
+    write_vocabulary,
+)
 
-D, HEADS, FILTER, SHARDS, SPACES = 32, 2, 64, 3, 32
-# Reserved ids, then word subtokens and the alphabet (tensor2tensor's file order: by count).
-SUBTOKENS = (["<pad>", "<EOS>", "a_", "cat_", "the_", "sat_", "on_", "mat_", ".", "_", " "]
-             + list("abcdefghijklmnopqrstuvwxyz.\\;0123456789u_ ,"))
-VOCAB = len(SUBTOKENS)
 VARIANTS = {"post-norm transformer_base_v1": (False, (2, 1)),
             "pre-norm transformer_base": (True, (1, 2))}
-
-
-def t2t_variables(pre_norm, layers, seed):
-    """{name: array} under tensor2tensor's names and shapes."""
-    rng = np.random.default_rng(seed)
-    body = "transformer/body"
-    variables = {f"{body}/target_space_embedding/kernel": rng.normal(size=(SPACES, D))}
-    rows = [VOCAB // SHARDS + (i < VOCAB % SHARDS) for i in range(SHARDS)]
-    for i, n in enumerate(rows):
-        variables[f"transformer/symbol_modality_{VOCAB}_{D}/shared/weights_{i}"] = (
-            rng.normal(scale=D ** -0.5, size=(n, D)))
-    norm = "layer_prepostprocess" if pre_norm else "layer_postprocess"
-
-    def add_norm(scope):
-        variables[f"{scope}/layer_norm/layer_norm_scale"] = 1 + 0.1 * rng.normal(size=D)
-        variables[f"{scope}/layer_norm/layer_norm_bias"] = 0.1 * rng.normal(size=D)
-
-    for stack, count, attentions in (("encoder", layers[0], ("self_attention",)),
-                                     ("decoder", layers[1], ("self_attention", "encdec_attention"))):
-        for i in range(count):
-            for attention in attentions:
-                scope = f"{body}/{stack}/layer_{i}/{attention}"
-                for name in ("q", "k", "v", "output_transform"):
-                    variables[f"{scope}/multihead_attention/{name}/kernel"] = (
-                        rng.normal(scale=D ** -0.5, size=(D, D)))
-                add_norm(f"{scope}/{norm}")
-            scope = f"{body}/{stack}/layer_{i}/ffn"
-            for name, shape in (("conv1", (D, FILTER)), ("conv2", (FILTER, D))):
-                variables[f"{scope}/{name}/kernel"] = rng.normal(scale=shape[0] ** -0.5,
-                                                                 size=shape)
-                variables[f"{scope}/{name}/bias"] = 0.1 * rng.normal(size=shape[1])
-            add_norm(f"{scope}/{norm}")
-        if pre_norm:
-            add_norm(f"{body}/{stack}/layer_prepostprocess")
-    return {name: value.astype(np.float32) for name, value in variables.items()}
-
-
-def write_checkpoint(variables, folder):
-    """A checkpoint as tensor2tensor's Saver writes it: names as given, plus global_step."""
-    import tensorflow as tf
-
-    with tf.Graph().as_default():
-        tensors = {name: tf.compat.v1.Variable(value, name=name)
-                   for name, value in {**variables, "global_step": np.int64(7)}.items()}
-        saver = tf.compat.v1.train.Saver(tensors)
-        with tf.compat.v1.Session() as session:
-            session.run(tf.compat.v1.global_variables_initializer())
-            saver.save(session, os.path.join(folder, "model.ckpt"), global_step=7)
-    return folder
 
 
 # The NumPy forward pass, from tensor2tensor's code.
@@ -154,9 +109,8 @@ def numpy_logits(variables, pre_norm, layers, inputs, targets, space=0):
 
 @pytest.fixture(scope="module")
 def vocab_file(tmp_path_factory):
-    path = tmp_path_factory.mktemp("vocab") / "vocab.translate_test.64.subwords"
-    path.write_text("".join(f"'{s}'\n" for s in SUBTOKENS), encoding="utf-8")
-    return str(path)
+    return write_vocabulary(str(tmp_path_factory.mktemp("vocab") /
+                                "vocab.translate_test.64.subwords"))
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
@@ -213,3 +167,43 @@ def test_other_model_and_missing_vocabulary_are_one_line_errors(vocab_file, tmp_
             f"--output_dir={output}"))
         assert named in line
         assert not output.exists()
+
+
+def numpy_greedy(variables, pre_norm, layers, inputs, max_length):
+    """Greedy decoding with `numpy_logits`: the likeliest id but padding at each step, to EOS
+    or `max_length` ids."""
+    outputs = []
+    while len(outputs) < max_length and (not outputs or outputs[-1] != 1):
+        logits = numpy_logits(variables, pre_norm, layers, inputs, np.array(outputs + [0]))[-1]
+        outputs.append(int(np.argmax(logits[1:])) + 1)
+    return outputs
+
+
+def test_the_imported_run_decodes_as_the_equations_greedily(vocab_file, tmp_path):
+    """The command's run folder, through the decoder command (beam 1), gives the greedy
+    outputs of the NumPy forward pass."""
+    from t2t_repro.data.tensor2tensor_subwords import Tensor2TensorSubwords
+
+    pre_norm, layers = VARIANTS["post-norm transformer_base_v1"]
+    variables = t2t_variables(pre_norm, layers, seed=5)
+    checkpoint = write_checkpoint(variables, str(tmp_path / "t2t"))
+    run = tmp_path / "run"
+    imported = run_module(
+        "t2t_repro.import_model", "--format=tensor2tensor", f"--checkpoint={checkpoint}",
+        f"--vocab_file={vocab_file}", f"--num_heads={HEADS}", "--source_language=en",
+        "--target_language=de", f"--output_dir={run}")
+    assert imported.returncode == 0, imported.stderr
+    texts = ["the cat sat on the mat.", "a cat sat.", "on the mat"]
+    source = tmp_path / "source.en"
+    source.write_text("".join(text + "\n" for text in texts), encoding="utf-8")
+    decoded = run_module("t2t_repro.decoder", f"--output_dir={run}",
+                         "--decode_hparams=beam_size=1,extra_length=4",
+                         f"--decode_from_file={source}")
+    assert decoded.returncode == 0, decoded.stderr
+    vocabulary = Tensor2TensorSubwords(vocab_file)
+    expected = []
+    for text in texts:
+        inputs = np.array(vocabulary.encode(text) + [1])
+        expected.append(vocabulary.decode(
+            numpy_greedy(variables, pre_norm, layers, inputs, len(inputs) + 4)))
+    assert decoded.stdout.splitlines() == expected
