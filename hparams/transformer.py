@@ -40,6 +40,14 @@ def transformer_base():
         # Restricted self-attention (Table 1, row 4): attend to positions fewer than this many
         # away (the decoder: to the last this many); 0, the paper's models: to all.
         self_attention_window=0,
+        # What imported models need (docs/importing.md); each default is the paper's choice.
+        ffn_activation="relu",  # or swish, gelu, gelu_sigmoid (Marian's "gelu": x·σ(1.702x))
+        attention_bias=False,  # biases on the four attention projections (Marian's)
+        sinusoid_layout="interleaved",  # or halves: tensor2tensor's and Marian's timing signal
+        logits_bias=False,  # a bias on the output logits (Marian's decoder_ff_logit_out_b)
+        zero_pad_embedding=False,  # id 0 (padding, decoder start) embeds as zeros (Marian, t2t)
+        encoder_input_bias=False,  # a trained vector added to every source position (t2t's
+        # target_space_embedding row)
         # Regularisation.
         layer_prepostprocess_dropout=0.1,  # P_drop: residual and embedding dropout
         attention_dropout=0.0,

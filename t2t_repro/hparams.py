@@ -16,6 +16,18 @@ from t2t_repro.names import HPARAMS_FILENAME
 
 _TYPES = (bool, int, float, str)
 
+# Model hparams added after runs were first saved, each with the value that computes what those
+# runs computed (the paper's choice, which every set of hparams/transformer.py has): a saved
+# run without one was trained with that value (`with_added_model_hparams`).
+ADDED_MODEL_HPARAMS = {
+    "ffn_activation": "relu",
+    "attention_bias": False,
+    "sinusoid_layout": "interleaved",
+    "logits_bias": False,
+    "zero_pad_embedding": False,
+    "encoder_input_bias": False,
+}
+
 
 class HParamsError(UserError, ValueError):
     """A bad hyperparameter name, value or override string; the message names the key."""
@@ -163,6 +175,15 @@ def load(output_dir):
             f"delete it and pass the run's --hparams_set and --hparams again (checkpoints "
             f"are kept)."
         ) from None
+
+
+def with_added_model_hparams(saved, current):
+    """`saved` (a run's hparams) with each `ADDED_MODEL_HPARAMS` hparam that `current` has and
+    it lacks at the value that run was trained with, so that a run older than the hparam
+    compares equal to a set that keeps the paper's value."""
+    added = {name: value for name, value in ADDED_MODEL_HPARAMS.items()
+             if name in current and name not in saved}
+    return HParams(**{**added, **saved.values()})
 
 
 def create_hparams(hparams_set, overrides=""):

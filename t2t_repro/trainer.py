@@ -85,7 +85,8 @@ flags.DEFINE_string("warm_start_from", None,
                     "Fine-tune: start from this run's weights (its newest checkpoint), or a "
                     "checkpoint file or a folder holding one (<run>/best, averaged), with a fresh "
                     "optimizer at step 0. Only training hparams may differ from that run's, and "
-                    "the vocabulary must be the same. A run with checkpoints of its own resumes "
+                    "the vocabulary must be the same; without --hparams_set, that run's hparams "
+                    "(with --hparams) are this run's. A run with checkpoints of its own resumes "
                     "from them instead.")
 flags.DEFINE_integer("save_checkpoints_secs", None,
                      "tensor2tensor's name: --save_checkpoints_minutes in seconds.")
@@ -178,6 +179,18 @@ def best_criterion(problem):
     return criterion
 
 
+def warm_start_hparams():
+    """Without --hparams_set, the hparams of the run --warm_start_from names (None without
+    it): fine-tuning needs them, and an imported model's are no registered set."""
+    if FLAGS.hparams_set or not FLAGS.warm_start_from:
+        return None
+    from t2t_repro import hparams as hparams_lib
+    from t2t_repro.training import warm_start
+
+    checkpoint = warm_start.source_checkpoint(FLAGS.warm_start_from)
+    return hparams_lib.load(warm_start.source_run_dir(checkpoint))
+
+
 def warm_start_checkpoint(problem, hparams):
     """The checkpoint --warm_start_from names, checked against this run's hparams and
     vocabulary (None without the flag)."""
@@ -236,8 +249,8 @@ def save_checkpoints_steps():
 
     if FLAGS.save_checkpoints_steps is not None:
         return FLAGS.save_checkpoints_steps
-    return checkpoints.default_save_checkpoints_steps(
-        registry.hparams_sets[FLAGS.hparams_set], FLAGS.save_checkpoints_minutes)
+    hparams_set = registry.hparams_sets[FLAGS.hparams_set] if FLAGS.hparams_set else None
+    return checkpoints.default_save_checkpoints_steps(hparams_set, FLAGS.save_checkpoints_minutes)
 
 
 def run():
@@ -251,7 +264,7 @@ def train_or_evaluate(claim_output_dir):
     from t2t_repro.training.run_factory import create_training_run
 
     problem = problem_flags.create_problem()
-    hparams = model_flags.resolve_hparams(FLAGS.output_dir)
+    hparams = model_flags.resolve_hparams(FLAGS.output_dir, base_when_no_set=warm_start_hparams())
     model_flags.check_model_name()
     if FLAGS.generate_data:
         problem.generate_data(FLAGS.tmp_dir, download=FLAGS.download)
@@ -308,9 +321,10 @@ def main(argv):
 
         print(registry.help_text())
         return
-    check_usage(argv, ("problem", "hparams_set", "output_dir"),
-                         hint="see --helpfull, or --registry_help for the registered problems "
-                              "and hparams sets")
+    check_usage(argv, ("problem", "output_dir") if FLAGS.warm_start_from else
+                ("problem", "hparams_set", "output_dir"),
+                hint="see --helpfull, or --registry_help for the registered problems and "
+                     "hparams sets")
     try:
         check_flag_values()
         run()

@@ -17,23 +17,31 @@ flags.DEFINE_string("decode_hparams", "",
                     'parsing: beam 21, alpha 0.3, +300).')
 
 
-def resolve_hparams(output_dir, saved_when_no_set=False):
+def resolve_hparams(output_dir, saved_when_no_set=False, base_when_no_set=None):
     """The set with overrides applied, checked against what `output_dir` was trained with.
 
     With `saved_when_no_set` (reading a trained model), no --hparams_set means the hparams saved
-    in `output_dir`; without it (training), --hparams_set is required.
+    in `output_dir`; with `base_when_no_set` (HParams: a run to fine-tune, whose hparams may be
+    no registered set, an imported model's), those with the overrides applied; else
+    --hparams_set is required.
     """
     from t2t_repro import hparams as hparams_lib
 
     saved = hparams_lib.load(output_dir)
     if saved_when_no_set and saved is not None and not FLAGS.hparams_set:
         return saved
-    if not FLAGS.hparams_set:
+    if FLAGS.hparams_set:
+        hparams = hparams_lib.create_hparams(FLAGS.hparams_set, FLAGS.hparams)
+    elif base_when_no_set is not None:
+        hparams = hparams_lib.HParams(**base_when_no_set.values())
+        hparams.override_from_string(FLAGS.hparams)
+    else:
         raise ConfigurationError(
             f"missing --hparams_set ({output_dir} has no {hparams_lib.HPARAMS_FILENAME}); see "
             f"--registry_help for the registered sets."
         )
-    hparams = hparams_lib.create_hparams(FLAGS.hparams_set, FLAGS.hparams)
+    if saved is not None:
+        saved = hparams_lib.with_added_model_hparams(saved, hparams)
     if saved is not None and saved != hparams:
         raise ConfigurationError(
             f"{output_dir} holds a run trained with different hparams "

@@ -34,6 +34,7 @@ from t2t_repro.data import token_arrays
 from t2t_repro.data.packing import CHUNK_SIZE
 from t2t_repro.data.problem import EVAL, MODES, TRAIN, Problem, ProblemDataError
 from t2t_repro.data.raw_text import MissingRawDataError, RawDataError, reservoir_sample
+from t2t_repro.data.tensor2tensor_subwords import Tensor2TensorSubwords
 from t2t_repro.data.vocabulary import SubwordVocabulary, train_vocabulary
 from t2t_repro.hparams import HParams
 from t2t_repro.names import EOS_ID
@@ -43,6 +44,11 @@ SOURCE, TARGET = "source", "target"
 _ENCODE_BATCH = 10000  # pairs encoded per sentencepiece call (it encodes a batch in parallel)
 _SAMPLE_SEED = 1234
 _SHUFFLE_SEED = 5678
+# How vocabularies are stored: datagen trains sentencepiece models; a run imported from
+# tensor2tensor keeps its SubwordTextEncoder vocabulary (metadata "vocabulary_format").
+SENTENCEPIECE, TENSOR2TENSOR_SUBWORDS = "sentencepiece", "tensor2tensor_subwords"
+VOCABULARY_SUFFIXES = {SENTENCEPIECE: ".spm.model", TENSOR2TENSOR_SUBWORDS: ".subwords"}
+VOCABULARY_CLASSES = {SENTENCEPIECE: SubwordVocabulary, TENSOR2TENSOR_SUBWORDS: Tensor2TensorSubwords}
 
 
 class PairSources:
@@ -107,9 +113,19 @@ class TextPairProblem(Problem):
     def metadata_path(self):
         return self._path(".datagen.json")
 
-    def vocabulary_file(self, side):
-        """The sentencepiece model of a side of the data (SOURCE or TARGET, as generated)."""
-        return self._path(".spm.model" if self.shared_vocabulary else f".{side}.spm.model")
+    def vocabulary_file(self, side, vocabulary_format=SENTENCEPIECE):
+        """The vocabulary file of a side of the data (SOURCE or TARGET, as generated): a
+        sentencepiece model, or a tensor2tensor subword vocabulary (an imported run's)."""
+        suffix = VOCABULARY_SUFFIXES[vocabulary_format]
+        return self._path(suffix if self.shared_vocabulary else f".{side}{suffix}")
+
+    @property
+    def vocabulary_format(self):
+        """How the data's vocabularies are stored, as its metadata records (sentencepiece
+        unless an imported tensor2tensor run says otherwise; also before datagen)."""
+        if self._metadata is None and not os.path.exists(self.metadata_path):
+            return SENTENCEPIECE
+        return self.metadata().get("vocabulary_format", SENTENCEPIECE)
 
     def _problem_side(self, side):
         """The data side that this problem's `side` reads (swapped on `_rev` variants)."""
@@ -119,11 +135,11 @@ class TextPairProblem(Problem):
 
     @property
     def source_vocabulary_path(self):
-        return self.vocabulary_file(self._problem_side(SOURCE))
+        return self.vocabulary_file(self._problem_side(SOURCE), self.vocabulary_format)
 
     @property
     def target_vocabulary_path(self):
-        return self.vocabulary_file(self._problem_side(TARGET))
+        return self.vocabulary_file(self._problem_side(TARGET), self.vocabulary_format)
 
     @property
     def vocabulary_paths(self):
@@ -146,8 +162,14 @@ class TextPairProblem(Problem):
     def shard_paths(self, mode):
         from t2t_repro.data import records
 
-        shards = self.metadata()["splits"][mode]["shards"]
-        return records.shard_paths(self._path(f"-{mode}"), shards)
+        splits = self.metadata()["splits"]
+        if mode not in splits:
+            raise ProblemDataError(
+                f"{self.data_dir} holds the vocabularies of {self.data_name} but no {mode} "
+                f"examples (an imported model's data folder): generate the data to train on "
+                f"into another --data_dir with datagen, encoded with these vocabularies "
+                f"(docs/importing.md).")
+        return records.shard_paths(self._path(f"-{mode}"), splits[mode]["shards"])
 
     # --- Reading generated data -------------------------------------------------------------
 
@@ -188,12 +210,13 @@ class TextPairProblem(Problem):
     def _loaded_vocabularies(self):
         """{data side: SubwordVocabulary}, loaded once; one object for both when shared."""
         if self._vocabularies is None:
-            self.metadata()
+            vocabulary_format = self.vocabulary_format
+            load = VOCABULARY_CLASSES[vocabulary_format]
             if self.shared_vocabulary:
-                shared = SubwordVocabulary(self.vocabulary_file(SOURCE))
+                shared = load(self.vocabulary_file(SOURCE, vocabulary_format))
                 self._vocabularies = {SOURCE: shared, TARGET: shared}
             else:
-                self._vocabularies = {side: SubwordVocabulary(self.vocabulary_file(side))
+                self._vocabularies = {side: load(self.vocabulary_file(side, vocabulary_format))
                                       for side in (SOURCE, TARGET)}
         return self._vocabularies
 
@@ -213,9 +236,12 @@ class TextPairProblem(Problem):
 
     def model_hparams(self, hparams):
         """Separate vocabularies need separate source and target embeddings: the hparam
-        `shared_source_target_embedding` follows `shared_vocabulary` (as generated)."""
+        `shared_source_target_embedding` follows `shared_vocabulary` (as generated), unless
+        both list the same pieces by id (an imported model's joint vocabulary, whose
+        SentencePiece models differ per side), where one embedding means the same on both."""
         self.metadata()
-        if self.shared_vocabulary or not hparams.values().get("shared_source_target_embedding"):
+        if (self.shared_vocabulary or not hparams.values().get("shared_source_target_embedding")
+                or self.source_vocabulary.all_pieces() == self.target_vocabulary.all_pieces()):
             return hparams
         return HParams(**{**hparams.values(), "shared_source_target_embedding": False})
 
@@ -383,8 +409,7 @@ class TextPairProblem(Problem):
             vocabularies = {side: self._new_vocabulary(side, [pair[index] for pair in sample])
                             for index, side in enumerate((SOURCE, TARGET))}
         for vocabulary in dict.fromkeys(vocabularies.values()):
-            write_text_atomically(vocabulary.model_path.removesuffix(".model") + ".vocab", "".join(
-                f"{i}\t{piece}\n" for i, piece in enumerate(vocabulary.all_pieces())))
+            write_piece_listing(vocabulary)
         return vocabularies
 
     def vocab_size(self, side):
@@ -419,6 +444,12 @@ class TextPairProblem(Problem):
             "sources": pairs.describe(),
             "length_histogram": {str(length): lengths[length] for length in sorted(lengths)},
         }
+
+
+def write_piece_listing(vocabulary):
+    """`<model>.vocab` beside a vocabulary's `.model`: its pieces by id, for people."""
+    write_text_atomically(vocabulary.model_path.removesuffix(".model") + ".vocab", "".join(
+        f"{i}\t{piece}\n" for i, piece in enumerate(vocabulary.all_pieces())))
 
 
 def _encoded_examples(pairs, vocabularies, lengths):

@@ -105,7 +105,7 @@ def restricted_attention(query, key, value, window, causal=False, key_mask=None,
 class MultiHeadAttention(keras.layers.Layer):
     """MultiHead(Q, K, V) = Concat(head_1..head_h) W^O with head_i = Attention(QW_i^Q, KW_i^K, VW_i^V).
 
-    Projections carry no bias, as in tensor2tensor.
+    Projections carry no bias, as in tensor2tensor, unless `use_bias` (Marian's have them).
 
     Args:
         num_heads: h.
@@ -118,6 +118,7 @@ class MultiHeadAttention(keras.layers.Layer):
             cost (`restricted_attention`); 0 (the paper's model) attends to every key. For
             self-attention only: `call`'s `attention_mask` must then be a key mask [batch, 1,
             length] such as `padding_mask`, and causality is `use_causal_mask`.
+        use_bias: a bias on each of the four projections (Marian's attention has them).
 
     Example:
     >>> attention = MultiHeadAttention(num_heads=8, key_dim=64)
@@ -129,7 +130,7 @@ class MultiHeadAttention(keras.layers.Layer):
     """
 
     def __init__(self, num_heads, key_dim, value_dim=None, output_dim=None, dropout=0.0, window=0,
-                 **kwargs):
+                 use_bias=False, **kwargs):
         super().__init__(**kwargs)
         if window < 0:
             raise ValueError(f"window must be >= 0 (0: attend to every key), got {window}.")
@@ -139,12 +140,13 @@ class MultiHeadAttention(keras.layers.Layer):
         self.output_dim = output_dim
         self.dropout = dropout
         self.window = window
-        self.query_dense = keras.layers.Dense(num_heads * key_dim, use_bias=False, name="query",
+        self.use_bias = use_bias
+        self.query_dense = keras.layers.Dense(num_heads * key_dim, use_bias=use_bias, name="query",
                                               dtype=self.dtype_policy)
-        self.key_dense = keras.layers.Dense(num_heads * key_dim, use_bias=False, name="key",
+        self.key_dense = keras.layers.Dense(num_heads * key_dim, use_bias=use_bias, name="key",
                                             dtype=self.dtype_policy)
         self.value_dense = keras.layers.Dense(
-            num_heads * self.value_dim, use_bias=False, name="value", dtype=self.dtype_policy
+            num_heads * self.value_dim, use_bias=use_bias, name="value", dtype=self.dtype_policy
         )
         self.output_dense = None
         self.weights_dropout = keras.layers.Dropout(dropout, dtype=self.dtype_policy)
@@ -155,7 +157,7 @@ class MultiHeadAttention(keras.layers.Layer):
         self.key_dense.build(value_shape)
         self.value_dense.build(value_shape)
         output_dim = self.output_dim or query_shape[-1]
-        self.output_dense = keras.layers.Dense(output_dim, use_bias=False, name="output",
+        self.output_dense = keras.layers.Dense(output_dim, use_bias=self.use_bias, name="output",
                                                dtype=self.dtype_policy)
         self.output_dense.build((*query_shape[:-1], self.num_heads * self.value_dim))
 
@@ -247,5 +249,6 @@ class MultiHeadAttention(keras.layers.Layer):
             output_dim=self.output_dim,
             dropout=self.dropout,
             window=self.window,
+            use_bias=self.use_bias,
         )
         return config

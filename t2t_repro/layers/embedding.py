@@ -5,6 +5,8 @@ import math
 import keras
 from keras import ops
 
+from t2t_repro.names import PAD_ID
+
 
 @keras.saving.register_keras_serializable(package="t2t_repro")
 class SharedEmbedding(keras.layers.Layer):
@@ -16,6 +18,9 @@ class SharedEmbedding(keras.layers.Layer):
     Args:
         vocab_size: number of token ids.
         hidden_size: d_model.
+        zero_pad: id 0 (padding, and the decoder's start symbol) embeds as a zero vector,
+            whatever its row holds: Marian's decoder starts from zeros, and tensor2tensor's
+            symbol modality zeroes padding's embedding. Its row still gives id 0's logit.
 
     Example:
     >>> embedding = SharedEmbedding(vocab_size=100, hidden_size=16)
@@ -26,10 +31,11 @@ class SharedEmbedding(keras.layers.Layer):
     Reference: Vaswani et al., "Attention Is All You Need", 2017, §3.4.
     """
 
-    def __init__(self, vocab_size, hidden_size, **kwargs):
+    def __init__(self, vocab_size, hidden_size, zero_pad=False, **kwargs):
         super().__init__(**kwargs)
         self.vocab_size = vocab_size
         self.hidden_size = hidden_size
+        self.zero_pad = zero_pad
 
     def build(self, input_shape=None):
         # Variance 1/d_model keeps embeddings × √d_model at unit scale, as in tensor2tensor.
@@ -43,7 +49,10 @@ class SharedEmbedding(keras.layers.Layer):
         if not self.built:
             self.build()
         ids = ops.cast(ids, "int32")
-        return ops.take(self.embeddings, ids, axis=0) * math.sqrt(self.hidden_size)
+        embedded = ops.take(self.embeddings, ids, axis=0) * math.sqrt(self.hidden_size)
+        if self.zero_pad:
+            embedded = embedded * ops.cast(ops.expand_dims(ids != PAD_ID, -1), embedded.dtype)
+        return embedded
 
     def logits(self, hidden):
         """[..., hidden_size] -> [..., vocab_size] with the transposed embedding matrix."""
@@ -54,5 +63,6 @@ class SharedEmbedding(keras.layers.Layer):
 
     def get_config(self):
         config = super().get_config()
-        config.update(vocab_size=self.vocab_size, hidden_size=self.hidden_size)
+        config.update(vocab_size=self.vocab_size, hidden_size=self.hidden_size,
+                      zero_pad=self.zero_pad)
         return config

@@ -1,6 +1,16 @@
 """Position-wise feed-forward network (paper §3.3)."""
 
 import keras
+from keras import ops
+
+# The inner activations (hparam `ffn_activation`): the paper's ReLU; Swish (x·σ(x)), which
+# OPUS-MT's models use; GELU (exact, with erf); and Marian's "gelu", x·σ(1.702x).
+FFN_ACTIVATIONS = {
+    "relu": ops.relu,
+    "swish": ops.silu,
+    "gelu": lambda x: ops.gelu(x, approximate=False),
+    "gelu_sigmoid": lambda x: x * ops.sigmoid(1.702 * x),
+}
 
 
 @keras.saving.register_keras_serializable(package="t2t_repro")
@@ -11,6 +21,7 @@ class PositionwiseFeedForward(keras.layers.Layer):
         intermediate_dim: d_ff, the inner size (2048 in the base model).
         output_dim: size of the output; defaults to the input's last dimension.
         dropout: dropout on the ReLU activations ("relu_dropout", 0 in the paper).
+        activation: a name of `FFN_ACTIVATIONS` in place of the paper's max(0, ·).
 
     Example:
     >>> ffn = PositionwiseFeedForward(intermediate_dim=2048)
@@ -20,13 +31,19 @@ class PositionwiseFeedForward(keras.layers.Layer):
     Reference: Vaswani et al., "Attention Is All You Need", 2017, §3.3.
     """
 
-    def __init__(self, intermediate_dim, output_dim=None, dropout=0.0, **kwargs):
+    def __init__(self, intermediate_dim, output_dim=None, dropout=0.0, activation="relu",
+                 **kwargs):
         super().__init__(**kwargs)
+        if activation not in FFN_ACTIVATIONS:
+            raise ValueError(f"activation must be one of {tuple(FFN_ACTIVATIONS)}, got "
+                             f"'{activation}'.")
         self.intermediate_dim = intermediate_dim
         self.output_dim = output_dim
         self.dropout = dropout
-        self.inner_dense = keras.layers.Dense(intermediate_dim, activation="relu", name="inner",
-                                              dtype=self.dtype_policy)
+        self.activation = activation
+        self.inner_dense = keras.layers.Dense(intermediate_dim,
+                                              activation=FFN_ACTIVATIONS[activation],
+                                              name="inner", dtype=self.dtype_policy)
         self.relu_dropout = keras.layers.Dropout(dropout, dtype=self.dtype_policy)
         self.output_dense = None
 
@@ -49,5 +66,6 @@ class PositionwiseFeedForward(keras.layers.Layer):
             intermediate_dim=self.intermediate_dim,
             output_dim=self.output_dim,
             dropout=self.dropout,
+            activation=self.activation,
         )
         return config

@@ -1,30 +1,45 @@
 """Positional information: the paper's sinusoids (§3.5) and learned embeddings (Table 3 row E)."""
 
+import math
+
 import keras
 from keras import ops
 
 
-def sinusoidal_position_encoding(length, hidden_size, start_index=0):
+# The layouts of the sinusoids (hparam `sinusoid_layout`): the paper's, and tensor2tensor's
+# `add_timing_signal_1d`, which Marian (and so every OPUS-MT model) computes too.
+SINUSOID_LAYOUTS = ("interleaved", "halves")
+
+
+def sinusoidal_position_encoding(length, hidden_size, start_index=0, layout="interleaved"):
     """[length, hidden_size]: PE(pos, 2i) = sin(pos/10000^(2i/d)), PE(pos, 2i+1) = cos(...).
 
-    Even channels hold sines and odd channels cosines, interleaved exactly as the paper writes
-    it. tensor2tensor's `add_timing_signal_1d` is a different encoding, not a reordering of
-    this one: it concatenates all sines then all cosines, and spaces its d/2 frequencies
-    geometrically from 1 to 1/10⁴ by log(10⁴)/(d/2 − 1), where the paper's step is
-    log(10⁴)/(d/2) and its lowest frequency 10000^(−(d−2)/d).
+    With `layout="interleaved"` even channels hold sines and odd channels cosines, exactly as
+    the paper writes it. `layout="halves"` is tensor2tensor's `add_timing_signal_1d` and
+    Marian's encoding, a different one, not a reordering of this: all sines then all cosines,
+    the d/2 frequencies spaced geometrically from 1 to 1/10⁴ by log(10⁴)/(d/2 − 1), where the
+    paper's step is log(10⁴)/(d/2) and its lowest frequency 10000^(−(d−2)/d).
     """
-    return sinusoids_at(ops.arange(length) + start_index, hidden_size)
+    return sinusoids_at(ops.arange(length) + start_index, hidden_size, layout)
 
 
-def sinusoids_at(positions, hidden_size):
+def sinusoids_at(positions, hidden_size, layout="interleaved"):
     """The encoding of `positions` (int, of any shape; packed rows restart them at each pair):
-    [*positions.shape, hidden_size], the channels interleaved as `sinusoidal_position_encoding`."""
+    [*positions.shape, hidden_size], in the `layout` of `sinusoidal_position_encoding`."""
     if hidden_size % 2:
         raise ValueError(f"sinusoidal encoding needs an even hidden_size, got {hidden_size}.")
+    if layout not in SINUSOID_LAYOUTS:
+        raise ValueError(f"sinusoid layout must be one of {SINUSOID_LAYOUTS}, got '{layout}'.")
     positions = ops.cast(positions, "float32")
-    pair_index = ops.cast(ops.arange(hidden_size // 2), "float32")
-    inverse_frequencies = ops.power(10000.0, -2.0 * pair_index / hidden_size)
+    half = hidden_size // 2
+    pair_index = ops.cast(ops.arange(half), "float32")
+    if layout == "halves":
+        inverse_frequencies = ops.exp(-pair_index * math.log(10000.0) / max(half - 1, 1))
+    else:
+        inverse_frequencies = ops.power(10000.0, -2.0 * pair_index / hidden_size)
     angles = ops.expand_dims(positions, -1) * inverse_frequencies
+    if layout == "halves":
+        return ops.concatenate([ops.sin(angles), ops.cos(angles)], axis=-1)
     interleaved = ops.stack([ops.sin(angles), ops.cos(angles)], axis=-1)
     return ops.reshape(interleaved, (*ops.shape(positions), hidden_size))
 
@@ -35,16 +50,24 @@ class SinusoidalPositionEncoding(keras.layers.Layer):
 
     `start_index` offsets the positions, for decoding one position at a time; `positions`
     [batch, length] gives each token's own (packed rows), and the encoding [batch, length, d].
+    `layout`: one of `SINUSOID_LAYOUTS` (`sinusoidal_position_encoding`).
 
     Reference: Vaswani et al., "Attention Is All You Need", 2017, §3.5.
     """
 
+    def __init__(self, layout="interleaved", **kwargs):
+        super().__init__(**kwargs)
+        self.layout = layout
+
     def call(self, inputs, start_index=0, positions=None):
         shape = ops.shape(inputs)
         if positions is not None:
-            return ops.cast(sinusoids_at(positions, shape[2]), inputs.dtype)
-        encoding = sinusoidal_position_encoding(shape[1], shape[2], start_index)
+            return ops.cast(sinusoids_at(positions, shape[2], self.layout), inputs.dtype)
+        encoding = sinusoidal_position_encoding(shape[1], shape[2], start_index, self.layout)
         return ops.cast(encoding, inputs.dtype)
+
+    def get_config(self):
+        return {**super().get_config(), "layout": self.layout}
 
 
 @keras.saving.register_keras_serializable(package="t2t_repro")

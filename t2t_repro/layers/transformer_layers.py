@@ -27,6 +27,8 @@ class _ResidualSublayers(keras.layers.Layer):
         normalize_first=False,
         layer_norm_epsilon=1e-6,
         self_attention_window=0,
+        ffn_activation="relu",
+        attention_bias=False,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -41,6 +43,8 @@ class _ResidualSublayers(keras.layers.Layer):
         self.normalize_first = normalize_first
         self.layer_norm_epsilon = layer_norm_epsilon
         self.self_attention_window = self_attention_window
+        self.ffn_activation = ffn_activation
+        self.attention_bias = attention_bias
         self.residual_dropout = keras.layers.Dropout(dropout, dtype=self.dtype_policy)
 
     def _attention(self, name, window=0):
@@ -50,14 +54,15 @@ class _ResidualSublayers(keras.layers.Layer):
             value_dim=self.value_dim,
             dropout=self.attention_dropout,
             window=window,
+            use_bias=self.attention_bias,
             name=name,
             dtype=self.dtype_policy,
         )
 
     def _feed_forward(self):
         return PositionwiseFeedForward(
-            self.intermediate_dim, dropout=self.relu_dropout, name="feed_forward",
-            dtype=self.dtype_policy,
+            self.intermediate_dim, dropout=self.relu_dropout, activation=self.ffn_activation,
+            name="feed_forward", dtype=self.dtype_policy,
         )
 
     def _norm(self, name):
@@ -101,6 +106,8 @@ class _ResidualSublayers(keras.layers.Layer):
             normalize_first=self.normalize_first,
             layer_norm_epsilon=self.layer_norm_epsilon,
             self_attention_window=self.self_attention_window,
+            ffn_activation=self.ffn_activation,
+            attention_bias=self.attention_bias,
         )
         return config
 
@@ -120,6 +127,8 @@ class TransformerEncoderLayer(_ResidualSublayers):
         layer_norm_epsilon: LayerNorm's epsilon.
         self_attention_window: restricted self-attention (paper Table 1): each position
             attends only to positions fewer than this many away (0, the paper's model: all).
+        ffn_activation: the FFN's inner activation (`feed_forward.FFN_ACTIVATIONS`; the
+            paper's "relu"). attention_bias: biases on the attention projections.
 
     Example:
     >>> layer = TransformerEncoderLayer(hidden_size=64, num_heads=4, intermediate_dim=128)

@@ -4,7 +4,7 @@ import keras
 from keras import ops
 
 from t2t_repro import registry
-from t2t_repro.hparams import HParams, HParamsError
+from t2t_repro.hparams import ADDED_MODEL_HPARAMS, HParams, HParamsError
 from t2t_repro.layers import (
     LearnedPositionEmbedding,
     SharedEmbedding,
@@ -14,13 +14,16 @@ from t2t_repro.layers import (
     padding_mask,
     same_segment_mask,
 )
+from t2t_repro.layers.feed_forward import FFN_ACTIVATIONS
+from t2t_repro.layers.positional import SINUSOID_LAYOUTS
 from t2t_repro.layers.transformer_layers import cached_positions
 
 POSITION_ENCODINGS = ("sinusoidal", "learned")
 # Keras dtype policies the model supports: each keeps its variables float32, so one checkpoint
 # loads under all of them.
 DTYPE_POLICIES = ("float32", "mixed_bfloat16", "mixed_float16")
-_CHOICE_HPARAMS = {"position_encoding": POSITION_ENCODINGS, "dtype_policy": DTYPE_POLICIES}
+_CHOICE_HPARAMS = {"position_encoding": POSITION_ENCODINGS, "dtype_policy": DTYPE_POLICIES,
+                   "ffn_activation": tuple(FFN_ACTIVATIONS), "sinusoid_layout": SINUSOID_LAYOUTS}
 
 
 # Features of packed rows (tensor2tensor's names): several pairs end to end in one row, each
@@ -45,8 +48,8 @@ def is_packed(features):
 
 
 def check_hparam_choices(hparams):
-    """Raises a ValueError naming the hparam and its allowed values when `position_encoding` or
-    `dtype_policy` has a value the model does not know."""
+    """Raises a ValueError naming the hparam and its allowed values when one of
+    `_CHOICE_HPARAMS` has a value the model does not know."""
     for name, choices in _CHOICE_HPARAMS.items():
         value = getattr(hparams, name)
         if value not in choices:
@@ -66,7 +69,7 @@ def _position_layer(hparams, name, dtype):
     if hparams.position_encoding == "learned":
         return LearnedPositionEmbedding(hparams.max_length, hparams.hidden_size, name=name,
                                         dtype=dtype)
-    return SinusoidalPositionEncoding(name=name, dtype=dtype)
+    return SinusoidalPositionEncoding(layout=hparams.sinusoid_layout, name=name, dtype=dtype)
 
 
 def _call_layer(layer, attention_scores, *args, **kwargs):
@@ -118,6 +121,13 @@ class Transformer(keras.Model):
     `max_length` tokens (`TransformerBeamSearch.max_lengths` gives each sentence's cap).
     Sinusoidal positions have no such limit.
 
+    Imported models (docs/importing.md) set hparams the paper's models leave at its choices:
+    `ffn_activation`, `attention_bias`, `sinusoid_layout`, `logits_bias` (a trained bias
+    added to the output logits), `zero_pad_embedding` and `encoder_input_bias` (a trained
+    vector added to every encoder input position: tensor2tensor's target-space embedding);
+    a run saved before they existed
+    gets those choices (`hparams.ADDED_MODEL_HPARAMS`).
+
     With hparam `self_attention_window` = r > 0, encoder and decoder self-attention are
     restricted (paper Table 1, row 4): position i attends to positions j with |i - j| < r (the
     decoder to i - r < j <= i), at O(r·n) cost; encoder-decoder attention stays full, and the
@@ -129,6 +139,7 @@ class Transformer(keras.Model):
     def __init__(self, hparams, input_vocab_size, target_vocab_size, **kwargs):
         if isinstance(hparams, dict):
             hparams = HParams(**hparams)
+        hparams = HParams(**{**ADDED_MODEL_HPARAMS, **hparams.values()})
         check_hparam_choices(hparams)
         super().__init__(**kwargs)
         _check_dtype_policy(self.dtype_policy)
@@ -150,13 +161,15 @@ class Transformer(keras.Model):
                 f"source and target embeddings, or use one shared vocabulary."
             )
         self.target_embedding = SharedEmbedding(
-            target_vocab_size, hp.hidden_size, name="target_embedding", dtype=self.dtype_policy
+            target_vocab_size, hp.hidden_size, zero_pad=hp.zero_pad_embedding,
+            name="target_embedding", dtype=self.dtype_policy
         )
         if hp.shared_source_target_embedding:
             self.input_embedding = self.target_embedding
         else:
             self.input_embedding = SharedEmbedding(
-                input_vocab_size, hp.hidden_size, name="input_embedding", dtype=self.dtype_policy
+                input_vocab_size, hp.hidden_size, zero_pad=hp.zero_pad_embedding,
+                name="input_embedding", dtype=self.dtype_policy
             )
         self.softmax_projection = (
             None
@@ -182,6 +195,8 @@ class Transformer(keras.Model):
             normalize_first=hp.normalize_first,
             layer_norm_epsilon=hp.layer_norm_epsilon,
             self_attention_window=self.self_attention_window,
+            ffn_activation=hp.ffn_activation,
+            attention_bias=hp.attention_bias,
         )
         self.encoder_layers = [
             TransformerEncoderLayer(**layer_args, name=f"encoder_layer_{i}",
@@ -222,6 +237,12 @@ class Transformer(keras.Model):
                 norm.build(hidden_shape)
         if self.softmax_projection is not None:
             self.softmax_projection.build(target_hidden)
+        if self.hparams.logits_bias:
+            self.final_logits_bias = self.add_weight(
+                shape=(self.target_vocab_size,), initializer="zeros", name="final_logits_bias")
+        if self.hparams.encoder_input_bias:
+            self.encoder_input_bias = self.add_weight(
+                shape=(self.hparams.hidden_size,), initializer="zeros", name="encoder_input_bias")
         self.built = True
 
     def _final_norm(self, name):
@@ -249,8 +270,11 @@ class Transformer(keras.Model):
                 f"train a model with a larger max_length."
             )
 
-    def _embed(self, ids, embedding, position, dropout, training, start_index=0, positions=None):
+    def _embed(self, ids, embedding, position, dropout, training, start_index=0, positions=None,
+               bias=None):
         x = embedding(ids)
+        if bias is not None:
+            x = x + ops.cast(bias, x.dtype)
         x = x + position(x, start_index=start_index, positions=positions)
         return dropout(x, training=training)
 
@@ -267,7 +291,8 @@ class Transformer(keras.Model):
         self_mask = memory_mask if segmentation is None else same_segment_mask(segmentation,
                                                                                segmentation)
         x = self._embed(inputs, self.input_embedding, self.encoder_position,
-                        self.encoder_input_dropout, training, positions=positions)
+                        self.encoder_input_dropout, training, positions=positions,
+                        bias=self.encoder_input_bias if self.hparams.encoder_input_bias else None)
         for layer in self.encoder_layers:
             x = _call_layer(
                 layer, attention_scores, x, attention_mask=self_mask, training=training
@@ -302,8 +327,12 @@ class Transformer(keras.Model):
         if self.decoder_final_norm is not None:
             x = self.decoder_final_norm(x)
         if self.softmax_projection is not None:
-            return ops.cast(self.softmax_projection(x), "float32")
-        return ops.cast(self.target_embedding.logits(x), "float32")
+            logits = ops.cast(self.softmax_projection(x), "float32")
+        else:
+            logits = ops.cast(self.target_embedding.logits(x), "float32")
+        if self.hparams.logits_bias:
+            logits = logits + ops.cast(self.final_logits_bias, "float32")
+        return logits
 
     def memory_key_values(self, memory):
         """Each decoder layer's encoder-decoder keys and values of `memory`, for `decode_step`:

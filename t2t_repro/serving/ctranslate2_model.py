@@ -3,13 +3,16 @@
 CTranslate2's `TransformerSpec` describes the same network as `Transformer`; the conversion
 fills it with this model's weights and makes the few choices where the two could differ
 explicit, so that CTranslate2 computes what this project computes:
-  - positions: the model's own table (the paper's interleaved sinusoids, or the learned rows),
-    not CTranslate2's built-in sinusoids (which put sines and cosines in two halves);
+  - positions: the model's own table (the paper's interleaved sinusoids, tensor2tensor's and
+    Marian's halves, or the learned rows), not CTranslate2's built-in sinusoids (halves with
+    the paper's spacing);
   - embeddings: scaled by √d_model, as here; the decoder starts from id 0 (the padding id,
-    tensor2tensor's start symbol) and the output projection is the (tied) embedding matrix;
+    tensor2tensor's start symbol), from a zero vector with hparam `zero_pad_embedding`, and
+    the output projection is the (tied) embedding matrix, plus `final_logits_bias` if any;
   - normalisation: post-norm as the paper, or pre-norm with a final LayerNorm per stack, with
     the model's LayerNorm epsilon;
-  - attention projections without biases, as tensor2tensor; feed-forward layers with biases.
+  - attention projections without biases, as tensor2tensor, or with them (hparam
+    `attention_bias`); feed-forward layers with biases and the model's activation.
 Tokens are the problem's sentencepiece pieces (id i is the i-th piece), so a CTranslate2 user
 tokenises with the sentencepiece model written beside the weights and appends `</s>`: one
 `sentencepiece.model` for a shared vocabulary, else `source.spm.model` to tokenise the source
@@ -36,6 +39,8 @@ INFO_FILE = "t2t_repro_info.json"
 # Rows of the sinusoid table for a sinusoidal model: CTranslate2 cannot decode past its table.
 DEFAULT_SINUSOID_POSITIONS = 1024
 QUANTIZATIONS = ("float32", "int8", "int8_float32", "int16", "float16", "bfloat16")
+# hparam ffn_activation -> the name of CTranslate2's `common_spec.Activation`.
+ACTIVATIONS = {"relu": "RELU", "swish": "SWISH", "gelu": "GELU", "gelu_sigmoid": "GELUSigmoid"}
 
 
 class CTranslate2ExportError(UserError, ValueError):
@@ -87,6 +92,7 @@ def transformer_spec(model, source_tokens, target_tokens, positions=DEFAULT_SINU
     (`decoding.alignments`).
     """
     import_ctranslate2()
+    from ctranslate2.specs import common_spec
     from ctranslate2.specs import transformer_spec as specs
 
     if model.self_attention_window:
@@ -95,11 +101,18 @@ def transformer_spec(model, source_tokens, target_tokens, positions=DEFAULT_SINU
             f"{model.self_attention_window}), which CTranslate2's Transformer cannot express; "
             f"export a SavedModel with t2t_repro.exporter instead.")
     hp = model.hparams
+    if hp.encoder_input_bias:
+        raise CTranslate2ExportError(
+            "this model adds a trained vector to every encoder input (hparam "
+            "encoder_input_bias, tensor2tensor's target-space embedding), which CTranslate2's "
+            "Transformer cannot express; export a SavedModel with t2t_repro.exporter instead.")
     pre_norm = bool(hp.normalize_first)
     spec = specs.TransformerSpec.from_config(
         (len(model.encoder_layers), len(model.decoder_layers)), hp.num_heads, pre_norm=pre_norm,
         alignment_layer=alignment_layer, alignment_heads=alignment_heads,
+        activation=common_spec.Activation[ACTIVATIONS[hp.ffn_activation]],
     )
+    spec.decoder.start_from_zero_embedding = bool(hp.zero_pad_embedding)
     _set_stack_inputs(spec.encoder, spec.encoder.embeddings[0], model.input_embedding,
                       _position_table(model, model.encoder_position, positions))
     _set_stack_inputs(spec.decoder, spec.decoder.embeddings, model.target_embedding,
@@ -120,6 +133,8 @@ def transformer_spec(model, source_tokens, target_tokens, positions=DEFAULT_SINU
     projection = (model.target_embedding.embeddings if model.softmax_projection is None
                   else np.transpose(_array(model.softmax_projection.kernel)))
     spec.decoder.projection.weight = _array(projection)
+    if hp.logits_bias:
+        spec.decoder.projection.bias = _array(model.final_logits_bias)
 
     spec.config.layer_norm_epsilon = float(hp.layer_norm_epsilon)
     spec.config.unk_token = source_tokens[2] if len(source_tokens) > 2 else source_tokens[-1]
@@ -138,7 +153,8 @@ def _array(variable):
 def _position_table(model, position_layer, positions):
     if model.hparams.position_encoding == "learned":
         return _array(position_layer.position_embeddings)
-    return _array(sinusoidal_position_encoding(positions, model.hparams.hidden_size))
+    return _array(sinusoidal_position_encoding(positions, model.hparams.hidden_size,
+                                               layout=model.hparams.sinusoid_layout))
 
 
 def _set_stack_inputs(stack_spec, embedding_spec, embedding, table):
@@ -147,12 +163,13 @@ def _set_stack_inputs(stack_spec, embedding_spec, embedding, table):
     stack_spec.position_encodings.encodings = table
 
 
-def _set_linear(linear_spec, kernels, bias=None):
-    """Keras kernels [in, out], side by side (a fused projection), as CTranslate2's [out, in]."""
-    weight = np.concatenate([_array(kernel) for kernel in kernels], axis=1).T
+def _set_linear(linear_spec, denses):
+    """Keras Dense layers' kernels [in, out], side by side (a fused projection), as
+    CTranslate2's [out, in], and their biases end to end where they have them."""
+    weight = np.concatenate([_array(dense.kernel) for dense in denses], axis=1).T
     linear_spec.weight = np.ascontiguousarray(weight)
-    if bias is not None:
-        linear_spec.bias = _array(bias)
+    if denses[0].use_bias:
+        linear_spec.bias = np.concatenate([_array(dense.bias) for dense in denses])
 
 
 def _set_norm(norm_spec, norm):
@@ -161,25 +178,22 @@ def _set_norm(norm_spec, norm):
 
 
 def _set_self_attention(attention_spec, attention, norm):
-    _set_linear(attention_spec.linear[0], [attention.query_dense.kernel,
-                                           attention.key_dense.kernel,
-                                           attention.value_dense.kernel])
-    _set_linear(attention_spec.linear[1], [attention.output_dense.kernel])
+    _set_linear(attention_spec.linear[0], [attention.query_dense, attention.key_dense,
+                                           attention.value_dense])
+    _set_linear(attention_spec.linear[1], [attention.output_dense])
     _set_norm(attention_spec.layer_norm, norm)
 
 
 def _set_cross_attention(attention_spec, attention, norm):
-    _set_linear(attention_spec.linear[0], [attention.query_dense.kernel])
-    _set_linear(attention_spec.linear[1], [attention.key_dense.kernel,
-                                           attention.value_dense.kernel])
-    _set_linear(attention_spec.linear[2], [attention.output_dense.kernel])
+    _set_linear(attention_spec.linear[0], [attention.query_dense])
+    _set_linear(attention_spec.linear[1], [attention.key_dense, attention.value_dense])
+    _set_linear(attention_spec.linear[2], [attention.output_dense])
     _set_norm(attention_spec.layer_norm, norm)
 
 
 def _set_feed_forward(ffn_spec, feed_forward, norm):
-    _set_linear(ffn_spec.linear_0, [feed_forward.inner_dense.kernel], feed_forward.inner_dense.bias)
-    _set_linear(ffn_spec.linear_1, [feed_forward.output_dense.kernel],
-                feed_forward.output_dense.bias)
+    _set_linear(ffn_spec.linear_0, [feed_forward.inner_dense])
+    _set_linear(ffn_spec.linear_1, [feed_forward.output_dense])
     _set_norm(ffn_spec.layer_norm, norm)
 
 

@@ -61,7 +61,8 @@ def fixed_hparams(hparams):
 
 def check_hparams(checkpoint, hparams):
     """WarmStartError naming each hparam that differs from the source run's and may not."""
-    saved = hparams_lib.load(source_run_dir(checkpoint))
+    saved = hparams_lib.with_added_model_hparams(
+        hparams_lib.load(source_run_dir(checkpoint)), hparams)
     differing = [name for name in hparams.differences(saved) if name in fixed_hparams(hparams)
                  or name not in hparams.values()]
     if differing:

@@ -1,0 +1,293 @@
+"""Marian / OPUS-MT models imported as runs compute what CTranslate2 computes from the same
+files with its own converter (an independent engine): on random Marian Transformers built
+here (`marian_models`: post-norm and pre-norm; one, two and three embedding matrices; Swish,
+ReLU and Marian's GELU) with SentencePiece models trained on Multi30k, our greedy outputs
+equal CTranslate2's on real sentences, so do beam-4 outputs (where they differ, ours is a
+finished hypothesis that CTranslate2's search, which keeps beam-size candidates a step where
+tensor2tensor's keeps twice as many, never reached, and it scores higher under CTranslate2
+itself), and teacher-forced log-probabilities of the reference translations equal
+CTranslate2's `score_batch` within 1e-4. CTranslate2 gets Marian's position table (`Wpos`):
+its converter would build the paper's spacing. The imported run exports to a SavedModel that
+answers as our decoder does, and fine-tunes with --warm_start_from. A truncated `.npz`, a
+missing vocabulary and options the model cannot compute are one-line errors naming the file,
+with nothing written."""
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import yaml
+
+ctranslate2 = pytest.importorskip("ctranslate2")
+
+from conftest import HANG_GUARD_S, one_line_error, run_module  # noqa: E402
+from ctranslate2.converters import MarianConverter  # noqa: E402
+from importing.marian_models import (  # noqa: E402
+    MarianOptions,
+    model_yml,
+    write_opus_mt_folder,
+)
+from serving.test_exporter import RUN_EXPORT  # noqa: E402
+
+TRAIN_LINES, TEST_LINES = 2000, 16
+MAX_LENGTH = 30
+MODELS = {
+    "post-norm, one embedding, swish": MarianOptions(),
+    "pre-norm, three matrices, relu": MarianOptions(pre_norm=True, tied="none",
+                                                    activation="relu", seed=1),
+    "post-norm, decoder tied to output, gelu": MarianOptions(tied="decoder", activation="gelu",
+                                                             seed=2),
+}
+
+
+def read_lines(path, count):
+    return path.read_text(encoding="utf-8").splitlines()[:count]
+
+
+@pytest.fixture(scope="module")
+def multi30k(shared_data_dir):
+    folder = shared_data_dir / "multi30k_ende"
+    return {"train": [read_lines(folder / f"train.{side}", TRAIN_LINES) for side in ("de", "en")],
+            "test.de": read_lines(folder / "test_2016_flickr.de", TEST_LINES),
+            "test.en": read_lines(folder / "test_2016_flickr.en", TEST_LINES)}
+
+
+def import_model(*flags):
+    return run_module("t2t_repro.import_model", "--source_language=de", "--target_language=en",
+                      *flags)
+
+
+@pytest.fixture(scope="module")
+def opus_mt_release(multi30k, tmp_path_factory):
+    """The first model's OPUS-MT release folder, which the bad-input tests copy too."""
+    folder = tmp_path_factory.mktemp("opus_mt") / "release"
+    return write_opus_mt_folder(str(folder), *multi30k["train"], MODELS[list(MODELS)[0]])
+
+
+@pytest.fixture(scope="module", params=list(MODELS), ids=list(MODELS))
+def imported(request, multi30k, tmp_path_factory):
+    """A Marian model built, imported (the first as an OPUS-MT folder, the others with
+    --format=marian), loaded, and converted by CTranslate2's MarianConverter."""
+    from t2t_repro import registry
+    from t2t_repro.hparams import load
+    from t2t_repro.training.checkpoints import latest_checkpoint
+    from t2t_repro.training.run import load_trained_model
+
+    root = tmp_path_factory.mktemp("marian")
+    run = root / "run"
+    if request.param == list(MODELS)[0]:
+        files = request.getfixturevalue("opus_mt_release")
+        result = import_model("--format=opus_mt",
+                              f"--model_dir={os.path.dirname(files['model.npz'])}",
+                              f"--output_dir={run}")
+    else:
+        files = write_opus_mt_folder(str(root / "release"), *multi30k["train"],
+                                     MODELS[request.param])
+        result = import_model("--format=marian", f"--model_file={files['model.npz']}",
+                              f"--vocabs={','.join(files['vocabs'])}",
+                              f"--sentencepiece_models={files['source.spm']},"
+                              f"{files['target.spm']}", f"--output_dir={run}")
+    assert result.returncode == 0, result.stderr
+    MarianConverter(files["model.ctranslate2.npz"], files["vocabs"]).convert(str(root / "ct2"))
+    problem = registry.problems["translate_text_files"](data_dir=str(run / "data"))
+    problem.check_data()
+    model = load_trained_model("transformer", load(str(run)), problem, latest_checkpoint(str(run)))
+    return {"run": run, "files": files, "problem": problem, "model": model,
+            "translator": ctranslate2.Translator(str(root / "ct2"), device="cpu")}
+
+
+def source_batch(problem, texts):
+    ids = [problem.encode(text) for text in texts]
+    batch = np.zeros((len(ids), max(map(len, ids))), np.int32)
+    for row, row_ids in enumerate(ids):
+        batch[row, : len(row_ids)] = row_ids
+    return batch
+
+
+def ctranslate2_tokens(problem, texts):
+    """The source pieces CTranslate2 reads: SentencePiece's pieces of our ids (the same
+    pieces as the release's source.spm gives, which `test_pieces_are_the_releases` checks)."""
+    vocabulary = problem.source_vocabulary
+    return [[vocabulary.all_pieces()[i] for i in vocabulary.encode(text)] for text in texts]
+
+
+def our_ids_of(problem, pieces):
+    index = {piece: i for i, piece in enumerate(problem.target_vocabulary.all_pieces())}
+    return [index[piece] for piece in pieces]
+
+
+def test_pieces_are_the_releases(imported, multi30k):
+    """Our rewritten source model segments as the release's source.spm does."""
+    import sentencepiece
+
+    release = sentencepiece.SentencePieceProcessor(model_file=imported["files"]["source.spm"])
+    texts = multi30k["test.de"]
+    assert ctranslate2_tokens(imported["problem"], texts) == release.encode(texts, out_type=str)
+
+
+def search(imported, texts, beam_size):
+    """(our best ids without padding and EOS, CTranslate2's best as our ids)."""
+    from t2t_repro.decoding.transformer_search import TransformerBeamSearch
+    from t2t_repro.names import EOS_ID, PAD_ID
+
+    problem = imported["problem"]
+    ours = TransformerBeamSearch(imported["model"], beam_size=beam_size, alpha=0.0)(
+        source_batch(problem, texts), np.full(len(texts), MAX_LENGTH)).best()
+    theirs = imported["translator"].translate_batch(
+        ctranslate2_tokens(problem, texts), beam_size=beam_size, length_penalty=0,
+        min_decoding_length=0, max_decoding_length=MAX_LENGTH)
+    return ([[int(i) for i in row if i not in (PAD_ID, EOS_ID)] for row in ours],
+            [our_ids_of(problem, result.hypotheses[0]) for result in theirs])
+
+
+def test_greedy_outputs_equal_ctranslate2s(imported, multi30k):
+    ours, theirs = search(imported, multi30k["test.de"], beam_size=1)
+    assert ours == theirs
+    assert len({tuple(ids) for ids in ours}) > 1  # the sources matter
+
+
+def test_beam_4_outputs_equal_ctranslate2s_or_score_higher_under_it(imported, multi30k):
+    """At α 0 random models favour short outputs, which tensor2tensor's search (ours) finds
+    among its 2 × beam candidates a step and CTranslate2's, with beam candidates, drops: every
+    output that differs must be one CTranslate2 itself scores higher than its own."""
+    texts = multi30k["test.de"]
+    ours, theirs = search(imported, texts, beam_size=4)
+    differ = [row for row in range(len(texts)) if ours[row] != theirs[row]]
+    target_pieces = imported["problem"].target_vocabulary.all_pieces()
+    for row in differ:
+        scores = [sum(result.log_probs) for result in imported["translator"].score_batch(
+            ctranslate2_tokens(imported["problem"], [texts[row]]) * 2,
+            [[target_pieces[i] for i in ids] for ids in (ours[row], theirs[row])])]
+        assert scores[0] > scores[1] + 1e-3, (row, scores)
+    assert len(differ) <= len(texts) * 3 // 4
+    print(f"beam 4: {len(texts) - len(differ)}/{len(texts)} equal")
+
+
+def test_teacher_forced_log_probabilities_equal_ctranslate2s(imported, multi30k):
+    problem, references = imported["problem"], multi30k["test.en"]
+    targets = [problem.encode_target(text) for text in references]
+    padded = np.zeros((len(targets), max(map(len, targets))), np.int32)
+    for row, ids in enumerate(targets):
+        padded[row, : len(ids)] = ids
+    logits = imported["model"]({"inputs": source_batch(problem, multi30k["test.de"]),
+                                "targets": padded}).numpy()
+    log_probs = logits - np.logaddexp.reduce(logits, axis=-1, keepdims=True)
+    target_pieces = problem.target_vocabulary.all_pieces()
+    theirs = imported["translator"].score_batch(
+        ctranslate2_tokens(problem, multi30k["test.de"]),
+        [[target_pieces[i] for i in ids[:-1]] for ids in targets])
+    largest = 0.0
+    for row, result in enumerate(theirs):
+        ours = log_probs[row, np.arange(len(targets[row])), targets[row]]
+        np.testing.assert_allclose(result.log_probs, ours, atol=1e-4)
+        largest = max(largest, float(np.max(np.abs(np.array(result.log_probs) - ours))))
+    print(f"largest teacher-forced log-probability difference: {largest:.2e}")
+
+
+def test_the_export_answers_as_the_decoder_and_the_run_fine_tunes(imported, multi30k,
+                                                                   tmp_path):
+    if imported["files"]["vocabs"][0] != imported["files"]["vocabs"][1]:
+        pytest.skip("once, on the OPUS-MT folder's model: exporting and training cost seconds")
+    run, decode_hparams = imported["run"], "--decode_hparams=beam_size=2,alpha=0.6,extra_length=5"
+    source = tmp_path / "test.de"
+    source.write_text("".join(line + "\n" for line in multi30k["test.de"][:8]), encoding="utf-8")
+    exported = run_module("t2t_repro.exporter", f"--output_dir={run}", decode_hparams)
+    assert exported.returncode == 0, exported.stderr
+    decoded = run_module("t2t_repro.decoder", f"--output_dir={run}", decode_hparams,
+                         f"--decode_from_file={source}")
+    assert decoded.returncode == 0, decoded.stderr
+    # The SavedModel runs in a fresh process with TensorFlow alone (serving/run_export.py),
+    # started now so that its start-up overlaps the fine-tuning below.
+    texts = tmp_path / "texts.json"
+    texts.write_text(json.dumps(multi30k["test.de"][:8]), encoding="utf-8")
+    with open(texts, encoding="utf-8") as stdin:
+        serving = subprocess.Popen([sys.executable, str(RUN_EXPORT), str(run / "export" / "0")],
+                                   stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                   text=True)
+
+    for side, lines in zip(("de", "en"), multi30k["train"]):
+        (tmp_path / f"train.{side}").write_text("".join(line + "\n" for line in lines[:50]),
+                                                encoding="utf-8")
+    data = run / "data"
+    generated = run_module(
+        "t2t_repro.datagen", "--problem=translate_text_files", f"--data_dir={tmp_path / 'data'}",
+        f"--data_hparams=train_source={tmp_path / 'train.de'},train_target="
+        f"{tmp_path / 'train.en'},eval_source={tmp_path / 'train.de'},eval_target="
+        f"{tmp_path / 'train.en'},source_language=de,target_language=en,shared_vocabulary="
+        f"false,source_vocabulary={data / 'translate_text_files.source.spm.model'},"
+        f"target_vocabulary={data / 'translate_text_files.target.spm.model'},"
+        f"num_train_shards=1")
+    assert generated.returncode == 0, generated.stderr
+    tuned = run_module("t2t_repro.trainer", "--problem=translate_text_files",
+                       f"--data_dir={tmp_path / 'data'}", f"--output_dir={tmp_path / 'tuned'}",
+                       f"--warm_start_from={run}", "--hparams=batch_size=1024",
+                       "--train_steps=1", "--schedule=train")
+    assert tuned.returncode == 0, tuned.stderr
+    assert (tmp_path / "tuned" / "ckpt-1.weights.h5").exists()
+
+    output, errors = serving.communicate(timeout=HANG_GUARD_S)
+    assert serving.returncode == 0, errors
+    answers = json.loads(output)
+    assert answers["signatures"]["serving_default"]["outputs"] == decoded.stdout.splitlines()
+
+
+# --- Bad input --------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def release(opus_mt_release):
+    return pathlib.Path(opus_mt_release["model.npz"]).parent
+
+
+def copied_release(release, tmp_path):
+    import shutil
+
+    folder = tmp_path / "release"
+    shutil.copytree(release, folder)
+    return folder
+
+
+def failed_import(folder, tmp_path):
+    result = import_model("--format=opus_mt", f"--model_dir={folder}",
+                          f"--output_dir={tmp_path / 'run'}")
+    line = one_line_error(result)
+    assert not (tmp_path / "run").exists()
+    assert [path.name for path in tmp_path.iterdir()] == ["release"]  # no temporary left
+    return line
+
+
+def test_a_truncated_model_is_an_error_naming_it(release, tmp_path):
+    folder = copied_release(release, tmp_path)
+    model = folder / "model.npz"
+    model.write_bytes(model.read_bytes()[: model.stat().st_size // 2])
+    line = failed_import(folder, tmp_path)
+    assert f"{model} is not a readable Marian model" in line
+
+
+def test_a_missing_vocabulary_is_an_error_naming_it(release, tmp_path):
+    folder = copied_release(release, tmp_path)
+    (folder / "vocab.yml").unlink()
+    assert f"{folder / 'vocab.yml'} is missing" in failed_import(folder, tmp_path)
+
+
+@pytest.mark.parametrize("option, value", [
+    ("type", "amun"), ("transformer-decoder-autoreg", "rnn"),
+    ("transformer-postprocess-emb", "dn"), ("transformer-postprocess", "da"),
+    ("transformer-ffn-activation", "tanh")])
+def test_an_option_the_model_cannot_compute_is_an_error_naming_it(release, tmp_path, option,
+                                                                  value):
+    folder = copied_release(release, tmp_path)
+    model = folder / "model.npz"
+    with np.load(model) as arrays:
+        weights = dict(arrays)
+    config = yaml.safe_load(model_yml(MODELS[list(MODELS)[0]]))
+    config[option] = value
+    weights["special:model.yml"] = np.frombuffer(yaml.safe_dump(config).encode() + b"\0",
+                                                 np.int8)
+    np.savez(model, **weights)
+    line = failed_import(folder, tmp_path)
+    assert f"{model}: Marian option --{option}={value!r} is not supported" in line

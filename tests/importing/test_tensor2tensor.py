@@ -1,0 +1,209 @@
+"""tensor2tensor transformer checkpoints imported as runs compute what tensor2tensor's
+equations compute: checkpoints written here under tensor2tensor's exact variable names and
+shapes (random values, the embedding in row shards, post-norm transformer_base_v1 and pre-norm
+current transformer_base) give logits equal to a NumPy forward pass written from
+tensor2tensor's code (independent of our Keras model) within 1e-5. The SubwordTextEncoder
+vocabulary encodes and decodes as tensor2tensor's does. Another model's checkpoint and a
+missing vocabulary are one-line errors naming the file, with nothing written."""
+
+import math
+
+import numpy as np
+import pytest
+
+from conftest import one_line_error, run_module
+from importing.tensor2tensor_checkpoints import (
+    D,
+    HEADS,
+    SHARDS,
+    SUBTOKENS,
+    VOCAB,
+    t2t_variables,
+    write_checkpoint,
+    write_vocabulary,
+)
+
+VARIANTS = {"post-norm transformer_base_v1": (False, (2, 1)),
+            "pre-norm transformer_base": (True, (1, 2))}
+
+
+# The NumPy forward pass, from tensor2tensor's code.
+def layer_norm(x, variables, scope):
+    mean = x.mean(-1, keepdims=True)
+    variance = ((x - mean) ** 2).mean(-1, keepdims=True)
+    return ((x - mean) / np.sqrt(variance + 1e-6) * variables[f"{scope}/layer_norm/layer_norm_scale"]
+            + variables[f"{scope}/layer_norm/layer_norm_bias"])
+
+
+def timing_signal(length, channels):
+    """add_timing_signal_1d: [sin | cos], timescales spaced by log(1e4) / (channels/2 - 1)."""
+    half = channels // 2
+    inverse = np.exp(np.arange(half) * -(math.log(1e4) / max(half - 1, 1)))
+    scaled = np.arange(length)[:, None] * inverse[None, :]
+    return np.concatenate([np.sin(scaled), np.cos(scaled)], axis=1)
+
+
+def multihead_attention(x, memory, bias, variables, scope):
+    def heads(t):
+        return t.reshape(t.shape[0], HEADS, -1).transpose(1, 0, 2)
+
+    kernel = {n: variables[f"{scope}/multihead_attention/{n}/kernel"]
+              for n in ("q", "k", "v", "output_transform")}
+    q = heads(x @ kernel["q"]) * (D // HEADS) ** -0.5
+    k, v = heads(memory @ kernel["k"]), heads(memory @ kernel["v"])
+    logits = q @ k.transpose(0, 2, 1) + bias
+    weights = np.exp(logits - logits.max(-1, keepdims=True))
+    weights /= weights.sum(-1, keepdims=True)
+    combined = (weights @ v).transpose(1, 0, 2).reshape(x.shape[0], -1)
+    return combined @ kernel["output_transform"]
+
+
+def ffn(x, variables, scope):
+    hidden = np.maximum(x @ variables[f"{scope}/conv1/kernel"] + variables[f"{scope}/conv1/bias"], 0)
+    return hidden @ variables[f"{scope}/conv2/kernel"] + variables[f"{scope}/conv2/bias"]
+
+
+def sublayer(x, compute, variables, scope, pre_norm):
+    """layer_preprocess "n" / postprocess "da", or preprocess "none" / postprocess "dan"."""
+    if pre_norm:
+        return x + compute(layer_norm(x, variables, f"{scope}/layer_prepostprocess"))
+    return layer_norm(x + compute(x), variables, f"{scope}/layer_postprocess")
+
+
+def numpy_logits(variables, pre_norm, layers, inputs, targets, space=0):
+    body = "transformer/body"
+    table = np.concatenate([variables[f"transformer/symbol_modality_{VOCAB}_{D}/shared/"
+                                      f"weights_{i}"] for i in range(SHARDS)])
+
+    def bottom(ids):
+        return table[ids] * D ** 0.5 * (ids != 0)[:, None]
+
+    x = bottom(inputs) + variables[f"{body}/target_space_embedding/kernel"][space]
+    x = x + timing_signal(len(inputs), D)
+    padding_bias = np.where(inputs == 0, -1e9, 0.0)[None, None, :]
+    for i in range(layers[0]):
+        scope = f"{body}/encoder/layer_{i}"
+        x = sublayer(x, lambda h: multihead_attention(h, h, padding_bias, variables,
+                                                      f"{scope}/self_attention"),
+                     variables, f"{scope}/self_attention", pre_norm)
+        x = sublayer(x, lambda h: ffn(h, variables, f"{scope}/ffn"), variables, f"{scope}/ffn",
+                     pre_norm)
+    memory = layer_norm(x, variables, f"{body}/encoder/layer_prepostprocess") if pre_norm else x
+    embedded = bottom(targets)
+    y = np.concatenate([np.zeros((1, D)), embedded[:-1]]) + timing_signal(len(targets), D)
+    causal = np.triu(np.full((len(targets),) * 2, -1e9), 1)[None]
+    for i in range(layers[1]):
+        scope = f"{body}/decoder/layer_{i}"
+        y = sublayer(y, lambda h: multihead_attention(h, h, causal, variables,
+                                                      f"{scope}/self_attention"),
+                     variables, f"{scope}/self_attention", pre_norm)
+        y = sublayer(y, lambda h: multihead_attention(h, memory, padding_bias, variables,
+                                                      f"{scope}/encdec_attention"),
+                     variables, f"{scope}/encdec_attention", pre_norm)
+        y = sublayer(y, lambda h: ffn(h, variables, f"{scope}/ffn"), variables, f"{scope}/ffn",
+                     pre_norm)
+    if pre_norm:
+        y = layer_norm(y, variables, f"{body}/decoder/layer_prepostprocess")
+    return y @ table.T
+
+
+@pytest.fixture(scope="module")
+def vocab_file(tmp_path_factory):
+    return write_vocabulary(str(tmp_path_factory.mktemp("vocab") /
+                                "vocab.translate_test.64.subwords"))
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_logits_equal_tensor2tensor_equations(variant, vocab_file, tmp_path):
+    from t2t_repro.importing.tensor2tensor import tensor2tensor_model
+    from t2t_repro.models.transformer import Transformer
+
+    pre_norm, layers = VARIANTS[variant]
+    variables = t2t_variables(pre_norm, layers, seed=len(variant))
+    imported = tensor2tensor_model(write_checkpoint(variables, str(tmp_path)), vocab_file,
+                                   HEADS, target_space_id=0)
+    model = Transformer(imported.hparams, VOCAB, VOCAB)
+    rng = np.random.default_rng(3)
+    inputs = rng.integers(2, VOCAB, size=(2, 7))
+    inputs[1, 5:] = 0  # padding
+    targets = rng.integers(2, VOCAB, size=(2, 6))
+    model.build({"inputs": inputs.shape, "targets": targets.shape})
+    imported.set_weights(model)
+    ours = np.asarray(model({"inputs": inputs, "targets": targets}))
+    for row in range(2):
+        expected = numpy_logits(variables, pre_norm, layers, inputs[row], targets[row])
+        difference = np.abs(ours[row] - expected).max()
+        print(f"{variant}: largest logit difference {difference:.2e}")
+        assert difference < 1e-5
+
+
+def test_subword_vocabulary_round_trip(vocab_file):
+    """Greedy longest match over escaped tokens, as tensor2tensor's SubwordTextEncoder."""
+    from t2t_repro.data.tensor2tensor_subwords import Tensor2TensorSubwords
+
+    vocabulary = Tensor2TensorSubwords(vocab_file)
+    ids = vocabulary.encode("the cat sat.")
+    assert [SUBTOKENS[i] for i in ids] == ["the_", "cat_", "sat_", ".", "_"]
+    assert vocabulary.decode(ids + [1, 5]) == "the cat sat."
+    text = "dog_x Über 2"  # an underscore, and a character outside the alphabet
+    assert vocabulary.decode(vocabulary.encode(text)) == text
+
+
+def test_other_model_and_missing_vocabulary_are_one_line_errors(vocab_file, tmp_path):
+    other = tmp_path / "lstm"
+    other.mkdir()
+    write_checkpoint({"lstm_seq2seq/body/encoder/kernel": np.zeros((4, 4), np.float32)},
+                     str(other))
+    good = tmp_path / "t2t"
+    good.mkdir()
+    write_checkpoint(t2t_variables(False, (1, 1), seed=0), str(good))
+    cases = [(str(other), vocab_file, "lstm_seq2seq"),
+             (str(good), str(tmp_path / "absent.subwords"), "absent.subwords")]
+    for checkpoint, vocabulary, named in cases:
+        output = tmp_path / "run"
+        line = one_line_error(run_module(
+            "t2t_repro.import_model", "--format=tensor2tensor", f"--checkpoint={checkpoint}",
+            f"--vocab_file={vocabulary}", "--source_language=en", "--target_language=de",
+            f"--output_dir={output}"))
+        assert named in line
+        assert not output.exists()
+
+
+def numpy_greedy(variables, pre_norm, layers, inputs, max_length):
+    """Greedy decoding with `numpy_logits`: the likeliest id but padding at each step, to EOS
+    or `max_length` ids."""
+    outputs = []
+    while len(outputs) < max_length and (not outputs or outputs[-1] != 1):
+        logits = numpy_logits(variables, pre_norm, layers, inputs, np.array(outputs + [0]))[-1]
+        outputs.append(int(np.argmax(logits[1:])) + 1)
+    return outputs
+
+
+def test_the_imported_run_decodes_as_the_equations_greedily(vocab_file, tmp_path):
+    """The command's run folder, through the decoder command (beam 1), gives the greedy
+    outputs of the NumPy forward pass."""
+    from t2t_repro.data.tensor2tensor_subwords import Tensor2TensorSubwords
+
+    pre_norm, layers = VARIANTS["post-norm transformer_base_v1"]
+    variables = t2t_variables(pre_norm, layers, seed=5)
+    checkpoint = write_checkpoint(variables, str(tmp_path / "t2t"))
+    run = tmp_path / "run"
+    imported = run_module(
+        "t2t_repro.import_model", "--format=tensor2tensor", f"--checkpoint={checkpoint}",
+        f"--vocab_file={vocab_file}", f"--num_heads={HEADS}", "--source_language=en",
+        "--target_language=de", f"--output_dir={run}")
+    assert imported.returncode == 0, imported.stderr
+    texts = ["the cat sat on the mat.", "a cat sat.", "on the mat"]
+    source = tmp_path / "source.en"
+    source.write_text("".join(text + "\n" for text in texts), encoding="utf-8")
+    decoded = run_module("t2t_repro.decoder", f"--output_dir={run}",
+                         "--decode_hparams=beam_size=1,extra_length=4",
+                         f"--decode_from_file={source}")
+    assert decoded.returncode == 0, decoded.stderr
+    vocabulary = Tensor2TensorSubwords(vocab_file)
+    expected = []
+    for text in texts:
+        inputs = np.array(vocabulary.encode(text) + [1])
+        expected.append(vocabulary.decode(
+            numpy_greedy(variables, pre_norm, layers, inputs, len(inputs) + 4)))
+    assert decoded.stdout.splitlines() == expected
