@@ -36,5 +36,6 @@ demo: setup
 
 # Two workers, one test file each at a time (module fixtures stay in one process): on the
 # 2-core CI machine this halves the wall time, as most tests wait on subprocesses and imports.
+# The 30 slowest tests are listed at the end, so every CI log shows where the time goes.
 test: setup
-	$(BIN)/python -m pytest -n 2 --dist loadfile
+	$(BIN)/python -m pytest -n 2 --dist loadfile --durations=30

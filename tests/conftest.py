@@ -22,12 +22,13 @@ TESTS_DIR = REPO_ROOT / "tests"
 # many short files fill in at the end, instead of one worker starting a long file while the
 # other has nothing left.
 SLOW_FILES_FIRST = (
-    "training/test_jax_training.py", "test_trainer_faults.py", "serving/test_exporter.py",
-    "training/test_precision_and_faults.py", "training/test_loop.py",
-    "training/test_multi_worker_training.py", "test_trainer_real_problems.py", "test_trainer.py",
-    "test_decoder_input.py", "training/test_train_step.py", "test_decoder.py",
-    "test_trainer_early_stopping.py", "training/test_distribution.py",
-    "serving/test_ctranslate2_model.py", "test_paper.py", "problems/test_text_files.py",
+    "training/test_loop.py", "training/test_train_step.py", "problems/test_text_files.py",
+    "serving/test_exporter.py", "training/test_jax_training.py", "test_trainer_faults.py",
+    "training/test_multi_worker_training.py", "test_trainer.py", "test_warm_start.py",
+    "test_decoder_scoring.py", "serving/test_ctranslate2_model.py",
+    "training/test_precision_and_faults.py", "importing/test_marian.py", "test_decoder.py",
+    "test_trainer_real_problems.py", "test_trainer_early_stopping.py", "test_decoder_input.py",
+    "test_paper.py", "training/test_distribution.py", "test_trainer_packed.py",
     "test_commands_start.py",
 )
 
