@@ -48,7 +48,8 @@ _SHUFFLE_SEED = 5678
 # tensor2tensor keeps its SubwordTextEncoder vocabulary (metadata "vocabulary_format").
 SENTENCEPIECE, TENSOR2TENSOR_SUBWORDS = "sentencepiece", "tensor2tensor_subwords"
 VOCABULARY_SUFFIXES = {SENTENCEPIECE: ".spm.model", TENSOR2TENSOR_SUBWORDS: ".subwords"}
-VOCABULARY_CLASSES = {SENTENCEPIECE: SubwordVocabulary, TENSOR2TENSOR_SUBWORDS: Tensor2TensorSubwords}
+VOCABULARY_CLASSES = {SENTENCEPIECE: SubwordVocabulary,
+                      TENSOR2TENSOR_SUBWORDS: Tensor2TensorSubwords}
 
 
 class PairSources:
@@ -210,6 +211,7 @@ class TextPairProblem(Problem):
     def _loaded_vocabularies(self):
         """{data side: SubwordVocabulary}, loaded once; one object for both when shared."""
         if self._vocabularies is None:
+            self.metadata()  # without generated data: the error that says how to generate it
             vocabulary_format = self.vocabulary_format
             load = VOCABULARY_CLASSES[vocabulary_format]
             if self.shared_vocabulary:

@@ -7,6 +7,7 @@ import sys
 
 import pytest
 
+from conftest import HANG_GUARD_S
 from t2t_repro.hparams import create_hparams
 from t2t_repro.models import flops
 from t2t_repro.training import peak_flops
@@ -259,6 +260,6 @@ def test_modules_import_without_tensorflow_or_keras():
         "print(module.PARTS[0])\n"
     )
     result = subprocess.run([sys.executable, "-c", code, flops.__file__], capture_output=True,
-                            text=True, timeout=60)
+                            text=True, timeout=HANG_GUARD_S)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "encoder_attention"

@@ -25,7 +25,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import run_module
+from conftest import HANG_GUARD_S, run_module
 from toy_export import MAX_INPUT_BYTES, expected_translation, write_toy_export
 
 from t2t_repro.serving import connections, model_store, rest_api
@@ -441,7 +441,7 @@ def test_serve_command_end_to_end(export_dir):
                            r"http://127\.0\.0\.1:(\d+)/v1/models/toy$")
         output = []
         while not output or not ready.match(output[-1]):
-            line = lines.get(timeout=120)
+            line = lines.get(timeout=HANG_GUARD_S)
             assert line is not None, "".join(output)
             output.append(line.rstrip("\n"))
         port = int(ready.match(output[-1]).group(1))
@@ -728,7 +728,7 @@ def start_serve(export_dir, flags, open_files):
     threading.Thread(target=read_lines_into, args=(process.stderr, lines), daemon=True).start()
     output = []
     while not output or "Serving model" not in output[-1]:
-        line = lines.get(timeout=120)
+        line = lines.get(timeout=HANG_GUARD_S)
         assert line is not None, "".join(output)
         output.append(line)
     port = int(re.search(r":(\d+)/v1/models/", output[-1]).group(1))

@@ -20,7 +20,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from conftest import HANG_GUARD_S
 from step_cases import HPARAMS, micro_batch, new_model, union
+from step_runner import BATCH_SPEC
 from t2t_repro import registry
 from t2t_repro.data.problem import TRAIN
 from t2t_repro.hparams import create_hparams
@@ -76,15 +78,16 @@ def log_text(log_dir, name, index):
 SHAPES = [[(2, 4, 3), (3, 6, 5), (1, 3, 2), (4, 5, 6)], [(5, 9, 8), (2, 3, 4), (3, 7, 7), (1, 2, 2)]]
 WORKER_STEPS = textwrap.dedent(
     """
-    import sys
+    import json, sys
     import numpy as np
     import tensorflow as tf
     sys.path.insert(0, sys.argv[1])
     from step_cases import HPARAMS, micro_batch, new_model
+    from step_runner import BATCH_SPEC
     from t2t_repro.hparams import create_hparams
     from t2t_repro.training.tensorflow.strategy import create_strategy
     from t2t_repro.training.tensorflow.train_step import TensorFlowTrainStep
-    from test_multi_worker_training import SHAPES, batch_spec
+    SHAPES = json.loads(sys.argv[3])
 
     strategy = create_strategy("multi_worker")
     index = strategy.cluster_resolver.task_id
@@ -94,19 +97,13 @@ WORKER_STEPS = textwrap.dedent(
     batches = [micro_batch(10 * index + n, *shape) for n, shape in enumerate(SHAPES[index])]
     dataset = strategy.distribute_datasets_from_function(
         lambda context: tf.data.Dataset.from_generator(lambda: iter(batches),
-                                                       output_signature=batch_spec()))
+                                                       output_signature=BATCH_SPEC))
     step = TensorFlowTrainStep(model, strategy, hparams.label_smoothing, accumulation_steps=2)
     iterator = iter(dataset)
     losses = [step(iterator).loss_sum for _ in range(2)]
     np.savez(sys.argv[2], losses=np.array(losses), *model.get_weights())
     """
 )
-
-
-def batch_spec():
-    return ({"inputs": tf.TensorSpec((None, None), tf.int32),
-             "targets": tf.TensorSpec((None, None), tf.int32)},
-            tf.TensorSpec((None, None), tf.int32))
 
 
 def test_two_workers_take_the_updates_of_one_process_on_the_global_batches(tmp_path):
@@ -120,11 +117,11 @@ def test_two_workers_take_the_updates_of_one_process_on_the_global_batches(tmp_p
     for index in range(WORKERS):
         config = {"cluster": cluster, "task": {"type": "worker", "index": index}}
         processes.append(subprocess.Popen(
-            [sys.executable, "-c", WORKER_STEPS, here, str(outputs[index])],
+            [sys.executable, "-c", WORKER_STEPS, here, str(outputs[index]), json.dumps(SHAPES)],
             stdout=subprocess.DEVNULL, stderr=open(tmp_path / f"{index}.err", "w"),
             env=dict(os.environ, TF_CONFIG=json.dumps(config), TF_CPP_MIN_LOG_LEVEL="2",
                      PYTHONPATH=here + os.pathsep + os.environ.get("PYTHONPATH", ""))))
-    codes = wait_all(processes, timeout=180)
+    codes = wait_all(processes, timeout=HANG_GUARD_S)
     assert codes == [0, 0], [(tmp_path / f"{i}.err").read_text()[-2000:] for i in range(2)]
     workers = [np.load(path) for path in outputs]
 
@@ -136,7 +133,7 @@ def test_two_workers_take_the_updates_of_one_process_on_the_global_batches(tmp_p
                       union([batches[0][2], batches[1][2], batches[0][3], batches[1][3]])]
     step = TensorFlowTrainStep(model, tf.distribute.get_strategy(), hparams.label_smoothing)
     iterator = iter(tf.data.Dataset.from_generator(lambda: iter(update_batches),
-                                                   output_signature=batch_spec()))
+                                                   output_signature=BATCH_SPEC))
     losses = [step(iterator).loss_sum for _ in range(2)]
 
     weights = [[w[f"arr_{n}"] for n in range(len(model.get_weights()))] for w in workers]
@@ -193,7 +190,7 @@ def test_two_trainer_workers_fail_together_resume_and_write_once(tmp_path):
                                      tmp_path, "killed")
     chief_pids = {survivor.pid}
     try:
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + HANG_GUARD_S
         while (checkpoints.checkpoint_step(
                 checkpoints.latest_checkpoint(str(output_dir)) or "ckpt-0.weights.h5") < 10):
             assert survivor.poll() is None and doomed.poll() is None
@@ -214,7 +211,8 @@ def test_two_trainer_workers_fail_together_resume_and_write_once(tmp_path):
     resumed = start_workers([*common, f"--train_steps={newest + 5}", "--eval_every=5"],
                             tmp_path, "resumed")
     chief_pids.add(resumed[0].pid)
-    assert wait_all(resumed, timeout=240) == [0, 0], log_text(tmp_path, "resumed", 1)[-2000:]
+    assert wait_all(resumed, timeout=HANG_GUARD_S) == [0, 0], (
+        log_text(tmp_path, "resumed", 1)[-2000:])
     for index in range(WORKERS):
         assert re.search(rf"Resumed from \S+ at step {newest}\.",
                          log_text(tmp_path, "resumed", index))

@@ -72,9 +72,11 @@ class TensorFlowTrainStep:
                 for v in self._variables
             ] if accumulation_steps > 1 else []
         replica_options = dict(reduce_retracing=True, jit_compile=jit_compile)
-        # The forward and backward pass, traced once and called by both replica functions, so
-        # that accumulating updates do not trace the model twice.
-        self._replica_gradients = tf.function(self._micro_batch, **replica_options)
+        # With accumulation, the forward and backward pass is traced once and called by both
+        # replica functions, so that the model is not traced twice; a single micro-batch's
+        # update inlines it (a nested function costs it seconds of graph optimisation).
+        self._replica_gradients = (tf.function(self._micro_batch, **replica_options)
+                                   if accumulation_steps > 1 else self._micro_batch)
         self._replica_accumulate = tf.function(self._accumulate_on_replica, **replica_options)
         self._replica_apply = tf.function(self._apply_on_replica, **replica_options)
         self._count = tf.function(self._count_global_tokens, reduce_retracing=True)
