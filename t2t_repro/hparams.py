@@ -26,6 +26,7 @@ ADDED_MODEL_HPARAMS = {
     "logits_bias": False,
     "zero_pad_embedding": False,
     "encoder_input_bias": False,
+    "fused_attention": False,
 }
 
 

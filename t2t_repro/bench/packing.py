@@ -1,7 +1,7 @@
 """Packed rows against length-bucketed batches: padding and training speed (hparam `packed`).
 
     python -m t2t_repro.bench packing [--data_root ../shared/data] [--batch_tokens 4096]
-        [--backends tensorflow,jax] [--steps 4] [--warmup 1]
+        [--backends tensorflow,jax] [--steps 4] [--warmup 1] [--hparams OVERRIDES]
 
 In one run, on this machine: newstest2014's 3,003 pairs encoded with the 37,000-piece shared
 vocabulary (as `bench train`), batched at `--batch_tokens` padded tokens with
@@ -53,9 +53,10 @@ def padding_fractions(batches):
     return tuple(fractions)
 
 
-def training_rate(backend, pairs, batching, batch_tokens, steps, warmup):
-    """Real target tokens/s of transformer_base steps on the epoch's first `steps` batches:
-    what a process of its own runs, under `backend` (KERAS_BACKEND set by the caller)."""
+def training_rate(backend, pairs, batching, batch_tokens, steps, warmup, overrides=""):
+    """Real target tokens/s of transformer_base steps (with hparams `overrides`) on the epoch's
+    first `steps` batches: what a process of its own runs, under `backend` (KERAS_BACKEND set
+    by the caller)."""
     if backend == "tensorflow":
         from t2t_repro.cli import quiet_tensorflow
 
@@ -65,7 +66,8 @@ def training_rate(backend, pairs, batching, batch_tokens, steps, warmup):
     from t2t_repro.training.run import compile_for_training
 
     batches = epoch_batches(pairs, batching, batch_tokens)[:steps]
-    hparams = create_hparams("transformer_base", f"packed={batching == 'packed'}")
+    hparams = create_hparams("transformer_base", ",".join(
+        filter(None, [f"packed={batching == 'packed'}", overrides])))
     vocab_size = 1 + max(max(max(source), max(target)) for source, target in pairs)
     model = compile_for_training(Transformer(hparams, vocab_size, vocab_size).build_weights(),
                                  hparams)
@@ -90,13 +92,13 @@ def training_rate(backend, pairs, batching, batch_tokens, steps, warmup):
     return sum(int(np.count_nonzero(targets)) for _, targets in batches) / seconds
 
 
-def measure(backend, pairs, batching, batch_tokens, steps, warmup):
+def measure(backend, pairs, batching, batch_tokens, steps, warmup, overrides):
     """`training_rate` in a fresh process under `backend`; (tokens/s, peak bytes)."""
     previous = os.environ.get("KERAS_BACKEND")
     os.environ["KERAS_BACKEND"] = backend
     try:
         return run_in_own_process(training_rate, backend, pairs, batching, batch_tokens, steps,
-                                  warmup)
+                                  warmup, overrides)
     finally:
         if previous is None:
             del os.environ["KERAS_BACKEND"]
@@ -113,6 +115,9 @@ def main(argv):
     parser.add_argument("--backends", default="tensorflow,jax")
     parser.add_argument("--steps", type=int, default=4, help="timed steps per contender")
     parser.add_argument("--warmup", type=int, default=1, help="untimed steps per contender")
+    parser.add_argument("--hparams", default="",
+                        help="transformer_base overrides for every contender, e.g. "
+                             "dtype_policy=mixed_bfloat16")
     args = parser.parse_args(argv)
 
     with tempfile.TemporaryDirectory() as work:
@@ -132,7 +137,8 @@ def main(argv):
         for backend in args.backends.split(","):
             bucketed = BACKEND_BATCHING[backend]
             figures = {batching: measure(backend, pairs, batching, budget, args.steps,
-                                         args.warmup) for batching in (bucketed, "packed")}
+                                         args.warmup, args.hparams)
+                       for batching in (bucketed, "packed")}
             rows.append((f"{budget} tokens: {backend} training, packed", figures["packed"][0],
                          "target tok/s", bucketed, figures[bucketed][0], figures["packed"][1],
                          figures[bucketed][1]))
@@ -140,7 +146,7 @@ def main(argv):
 
     title = (f"Packed rows beside length-bucketed batches: newstest2014 ({len(pairs)} pairs, "
              f"37,000-piece vocabulary), max_length {MAX_LENGTH}; padding over one epoch; "
-             f"transformer_base training steps on the epoch's first {args.steps} batches, each "
+             f"transformer_base{' (' + args.hparams + ')' if args.hparams else ''} training steps on the epoch's first {args.steps} batches, each "
              f"backend and batching in a process of its own (peak memory: its peak resident "
              f"size)")
     print(format_table(rows, title))

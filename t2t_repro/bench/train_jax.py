@@ -3,7 +3,7 @@
     KERAS_BACKEND=jax python -m t2t_repro.bench train --backend=jax [--batch_tokens 25000]
         [--hparams_sets transformer_base,transformer_big] [--dtypes float32,mixed_bfloat16]
         [--steps 10] [--warmup 3] [--peak_tflops P] [--torch_eager] [--skip_peer]
-        [--decode_sentences 500]
+        [--variants "fused_attention=true;..."] [--decode_sentences 500]
 
 Needs jax, keras, numpy and sentencepiece (no TensorFlow). In one run, on JAX's default device
 (a GPU when there is one):
@@ -18,7 +18,9 @@ Needs jax, keras, numpy and sentencepiece (no TensorFlow). In one run, on JAX's 
      mixed_bfloat16. Each runs in a process of its own, one after the other, so that its host
      and device memory is returned before the next (`peak_memory`): `--warmup` untimed steps,
      then `--steps` timed; a figure is the median step, beside the process's peak resident
-     (host) memory.
+     (host) memory. Each of `--variants` (hparams overrides, e.g. `fused_attention=true`) is
+     then our step once more, in a process of its own, beside our plain step: one lever at a
+     time.
   3. optionally (`--decode_sentences`) beam-search decoding speed of transformer_base with
      random weights under JAX: `bench decode`'s protocol (beam 4, batches of 32, forced
      lengths), our decoder only.
@@ -100,6 +102,12 @@ def main(argv):
     parser.add_argument("--torch_eager", action="store_true",
                         help="the peer runs eagerly instead of under torch.compile")
     parser.add_argument("--skip_peer", action="store_true", help="do not run PyTorch")
+    parser.add_argument("--length_multiple", type=int, default=1,
+                        help="pad the batch's lengths to a multiple of this (the JAX trainer's "
+                             "buckets are multiples of 8; cuDNN's fused attention needs even)")
+    parser.add_argument("--variants", default="",
+                        help="semicolon-separated hparams overrides, each measured as our step "
+                             "beside the plain one, e.g. 'fused_attention=true'")
     parser.add_argument("--decode_sentences", type=int, default=0,
                         help="also decode this many newstest2014 sentences (0: none)")
     args = parser.parse_args(argv)
@@ -116,6 +124,7 @@ def main(argv):
           f"{time.perf_counter() - started:.0f} s")
     inputs, targets = median_batch(encoded[: len(sources)], encoded[len(sources):],
                                    args.batch_tokens)
+    inputs, targets = (_padded_to_multiple(ids, args.length_multiple) for ids in (inputs, targets))
     tokens = int(np.count_nonzero(targets))
     peer = None if args.skip_peer else peer_name(args.torch_eager)
     rows = []
@@ -131,6 +140,14 @@ def main(argv):
             flops = training_flops(hparams, vocab_size).of_batch(
                 np.count_nonzero(inputs, axis=1), np.count_nonzero(targets, axis=1))
             rows += _rows(set_name, dtype, measured, tokens, flops, peak, peer)
+            for variant in filter(None, args.variants.split(";")):
+                variant_hparams = create_hparams(set_name, ",".join(
+                    filter(None, [f"dtype_policy={dtype}", args.hparams, variant])))
+                changed = run_in_own_process(
+                    measure_contender, OURS, variant_hparams, vocab_size, inputs, targets,
+                    args.warmup, args.steps, args.peak_tflops)
+                rows += _variant_rows(f"{set_name} {dtype} {variant}", changed, measured[OURS],
+                                      tokens, flops, peak)
     if args.decode_sentences:
         rows.append(_decode_row(args.data_root, args.decode_sentences, vocab_size, encoded))
     from t2t_repro.bench.report import format_table
@@ -179,6 +196,23 @@ def _rows(set_name, dtype, measured, tokens, flops, peak, peer):
         rows.append((f"{label}: t2t_repro MFU (peak {peak:g} TFLOP/s)",
                      100 * flops / ours / (peak * 1e12), "%", "goal" if goal else "",
                      100 * goal if goal else None))
+    return rows
+
+
+def _padded_to_multiple(ids, multiple):
+    """[rows, length] ids with zero columns added up to a multiple of `multiple`."""
+    return np.pad(ids, ((0, 0), (0, -ids.shape[1] % multiple)))
+
+
+def _variant_rows(label, changed, plain, tokens, flops, peak):
+    """Our step under one variant beside our plain step: tok/s (with memory) and MFU."""
+    (seconds, _), memory = changed
+    (plain_seconds, _), plain_memory = plain
+    rows = [(f"{label}: {OURS}", tokens / seconds, "tok/s", "without it", tokens / plain_seconds,
+             memory, plain_memory)]
+    if peak:
+        rows.append((f"{label}: t2t_repro MFU", 100 * flops / seconds / (peak * 1e12), "%",
+                     "without it", 100 * flops / plain_seconds / (peak * 1e12)))
     return rows
 
 

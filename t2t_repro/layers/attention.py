@@ -119,6 +119,12 @@ class MultiHeadAttention(keras.layers.Layer):
             self-attention only: `call`'s `attention_mask` must then be a key mask [batch, 1,
             length] such as `padding_mask`, and causality is `use_causal_mask`.
         use_bias: a bias on each of the four projections (Marian's attention has them).
+        fused: where nothing needs the weights (no `return_attention_scores`, no `window`,
+            no weight dropout in training) and d_v = d_k (as JAX's kernel requires), `call`
+            attends through `keras.ops.dot_product_attention`, which never materialises
+            them: cuDNN's flash attention on NVIDIA GPUs under JAX in 16 bits, a plain XLA
+            or TensorFlow kernel elsewhere. The same function as the explicit path;
+            incremental decoding (`attend_to_projected`) stays explicit.
 
     Example:
     >>> attention = MultiHeadAttention(num_heads=8, key_dim=64)
@@ -130,7 +136,7 @@ class MultiHeadAttention(keras.layers.Layer):
     """
 
     def __init__(self, num_heads, key_dim, value_dim=None, output_dim=None, dropout=0.0, window=0,
-                 use_bias=False, **kwargs):
+                 use_bias=False, fused=False, **kwargs):
         super().__init__(**kwargs)
         if window < 0:
             raise ValueError(f"window must be >= 0 (0: attend to every key), got {window}.")
@@ -141,6 +147,7 @@ class MultiHeadAttention(keras.layers.Layer):
         self.dropout = dropout
         self.window = window
         self.use_bias = use_bias
+        self.fused = fused
         self.query_dense = keras.layers.Dense(num_heads * key_dim, use_bias=use_bias, name="query",
                                               dtype=self.dtype_policy)
         self.key_dense = keras.layers.Dense(num_heads * key_dim, use_bias=use_bias, name="key",
@@ -183,7 +190,11 @@ class MultiHeadAttention(keras.layers.Layer):
         (with a `window` these come from the whole square under `band_mask`: same outputs,
         O(n²) cost).
         """
-        key, value = self.project_key_value(query if value is None else value)
+        value = query if value is None else value
+        if (self.fused and not self.window and self.value_dim == self.key_dim
+                and not return_attention_scores and not (self.dropout and training)):
+            return self._attend_fused(query, value, attention_mask, use_causal_mask)
+        key, value = self.project_key_value(value)
         if self.window and not return_attention_scores:
             return self._attend_within_window(query, key, value, attention_mask,
                                               use_causal_mask, training)
@@ -198,6 +209,31 @@ class MultiHeadAttention(keras.layers.Layer):
         return self.attend_to_projected(
             query, key, value, attention_mask, training, return_attention_scores
         )
+
+    def _attend_fused(self, query, value, attention_mask, causal):
+        """`call` through `keras.ops.dot_product_attention`, heads in its [batch, length,
+        heads, depth] layout. The mask is broadcast to [batch, 1, q_len, k_len]: cuDNN takes
+        it as a bias of the full square, and only at even lengths; at others (or lengths
+        unknown when traced) Keras is not asked for it, since it would try, fail and log a
+        traceback per layer before falling back."""
+        batch, q_length, k_length = ops.shape(query)[0], ops.shape(query)[1], ops.shape(value)[1]
+        even = all(isinstance(n, int) and n % 2 == 0 for n in (query.shape[1], value.shape[1]))
+
+        def heads(x, length, depth):
+            return ops.reshape(x, (batch, length, self.num_heads, depth))
+
+        mask = None
+        if attention_mask is not None:
+            mask = ops.broadcast_to(ops.expand_dims(attention_mask, axis=-3),
+                                    (batch, 1, q_length, k_length))
+        context = ops.dot_product_attention(
+            heads(self.query_dense(query), q_length, self.key_dim),
+            heads(self.key_dense(value), k_length, self.key_dim),
+            heads(self.value_dense(value), k_length, self.value_dim),
+            mask=mask, is_causal=causal, flash_attention=None if even else False,
+        )
+        return self.output_dense(
+            ops.reshape(context, (batch, q_length, self.num_heads * self.value_dim)))
 
     def _attend_within_window(self, query, key, value, attention_mask, causal, training):
         if attention_mask is not None and (len(attention_mask.shape) != 3
@@ -250,5 +286,6 @@ class MultiHeadAttention(keras.layers.Layer):
             dropout=self.dropout,
             window=self.window,
             use_bias=self.use_bias,
+            fused=self.fused,
         )
         return config

@@ -29,6 +29,7 @@ class _ResidualSublayers(keras.layers.Layer):
         self_attention_window=0,
         ffn_activation="relu",
         attention_bias=False,
+        fused_attention=False,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -45,6 +46,7 @@ class _ResidualSublayers(keras.layers.Layer):
         self.self_attention_window = self_attention_window
         self.ffn_activation = ffn_activation
         self.attention_bias = attention_bias
+        self.fused_attention = fused_attention
         self.residual_dropout = keras.layers.Dropout(dropout, dtype=self.dtype_policy)
 
     def _attention(self, name, window=0):
@@ -55,6 +57,7 @@ class _ResidualSublayers(keras.layers.Layer):
             dropout=self.attention_dropout,
             window=window,
             use_bias=self.attention_bias,
+            fused=self.fused_attention,
             name=name,
             dtype=self.dtype_policy,
         )
@@ -108,6 +111,7 @@ class _ResidualSublayers(keras.layers.Layer):
             self_attention_window=self.self_attention_window,
             ffn_activation=self.ffn_activation,
             attention_bias=self.attention_bias,
+            fused_attention=self.fused_attention,
         )
         return config
 
@@ -129,6 +133,8 @@ class TransformerEncoderLayer(_ResidualSublayers):
             attends only to positions fewer than this many away (0, the paper's model: all).
         ffn_activation: the FFN's inner activation (`feed_forward.FFN_ACTIVATIONS`; the
             paper's "relu"). attention_bias: biases on the attention projections.
+        fused_attention: attention through `keras.ops.dot_product_attention` where nothing
+            needs its weights (`MultiHeadAttention`'s `fused`).
 
     Example:
     >>> layer = TransformerEncoderLayer(hidden_size=64, num_heads=4, intermediate_dim=128)

@@ -133,6 +133,9 @@ class Transformer(keras.Model):
     decoder to i - r < j <= i), at O(r·n) cost; encoder-decoder attention stays full, and the
     incremental decoder keeps only the last r positions' keys and values.
 
+    With hparam `fused_attention`, attention that returns no weights goes through
+    `keras.ops.dot_product_attention` (`MultiHeadAttention`'s `fused`): the same model.
+
     Reference: Vaswani et al., "Attention Is All You Need", 2017.
     """
 
@@ -197,6 +200,7 @@ class Transformer(keras.Model):
             self_attention_window=self.self_attention_window,
             ffn_activation=hp.ffn_activation,
             attention_bias=hp.attention_bias,
+            fused_attention=hp.fused_attention,
         )
         self.encoder_layers = [
             TransformerEncoderLayer(**layer_args, name=f"encoder_layer_{i}",

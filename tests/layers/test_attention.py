@@ -126,6 +126,31 @@ def test_multi_head_attention_matches_numpy_reference(num_heads, key_dim, value_
     np.testing.assert_allclose(ops.convert_to_numpy(self_output), expected_self_output, atol=1e-4)
 
 
+@pytest.mark.parametrize("num_heads, key_dim, value_dim", [(1, 8, None), (2, 3, 5)])
+def test_fused_attention_matches_numpy_reference(num_heads, key_dim, value_dim):
+    """`fused` (keras.ops.dot_product_attention) computes the paper's MultiHead: cross-attention
+    under a padding-and-pattern mask, self-attention, and causal self-attention on top of a
+    key mask, as the decoder calls it."""
+    keras.utils.set_random_seed(0)
+    rng = np.random.default_rng(4)
+    query, value = _random(rng, 2, 4, 8), _random(rng, 2, 6, 8)
+    mask = rng.random((2, 4, 6)) > 0.3
+    mask[..., 0] = True
+    layer = MultiHeadAttention(num_heads=num_heads, key_dim=key_dim, value_dim=value_dim,
+                               fused=True)
+    output = layer(query, value, attention_mask=ops.convert_to_tensor(mask))
+    np.testing.assert_allclose(ops.convert_to_numpy(output),
+                               _np_multi_head(layer, query, value, mask)[0], atol=1e-4)
+    np.testing.assert_allclose(ops.convert_to_numpy(layer(query)),
+                               _np_multi_head(layer, query, query)[0], atol=1e-4)
+    key_mask = np.array([[True] * 4, [True, True, True, False]])[:, None, :]
+    causal = np.logical_and(key_mask, np.tril(np.ones((4, 4), bool)))
+    causal_output = layer(query, attention_mask=ops.convert_to_tensor(key_mask),
+                          use_causal_mask=True)
+    np.testing.assert_allclose(ops.convert_to_numpy(causal_output),
+                               _np_multi_head(layer, query, query, causal)[0], atol=1e-4)
+
+
 def test_multi_head_attention_has_no_biases_and_paper_shapes():
     """Projections are bias-free (as tensor2tensor): W^Q, W^K ∈ d×h·d_k, W^V ∈ d×h·d_v and
     W^O ∈ h·d_v×d."""

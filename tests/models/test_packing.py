@@ -53,10 +53,11 @@ def pair_order(packed):
     return order
 
 
-def model_of(position_encoding, seed=3):
+def model_of(position_encoding, seed=3, fused_attention=False):
     keras.utils.set_random_seed(seed)
     hparams = create_hparams("transformer_tiny", f"layer_prepostprocess_dropout=0,"
-                             f"position_encoding={position_encoding},max_length=16")
+                             f"position_encoding={position_encoding},max_length=16,"
+                             f"fused_attention={fused_attention}")
     return Transformer(hparams, VOCAB, VOCAB).build_weights()
 
 
@@ -106,6 +107,21 @@ def test_packed_rows_give_each_pair_its_unpacked_logits_loss_and_gradients(posit
     assert abs(packed_loss - unpacked_loss) <= 1e-6
     for packed_gradient, unpacked_gradient in zip(packed_gradients, unpacked_gradients):
         np.testing.assert_allclose(packed_gradient, unpacked_gradient, atol=1e-5)
+
+
+@pytest.mark.parametrize("batch", ["packed", "padded"])
+def test_fused_attention_gives_the_explicit_attentions_logits_loss_and_gradients(batch):
+    """`fused_attention` computes the same model: same seed, same weights, same numbers on a
+    packed batch (segment masks) and an ordinary padded one (padding and causal masks)."""
+    features = pack_pairs(PAIRS, 12) if batch == "packed" else padded(PAIRS)
+    explicit, fused = model_of("sinusoidal"), model_of("sinusoidal", fused_attention=True)
+    np.testing.assert_allclose(ops.convert_to_numpy(fused(features)),
+                               ops.convert_to_numpy(explicit(features)), atol=1e-5)
+    fused_loss, fused_gradients = loss_and_gradients(fused, features)
+    explicit_loss, explicit_gradients = loss_and_gradients(explicit, features)
+    assert abs(fused_loss - explicit_loss) <= 1e-6
+    for fused_gradient, explicit_gradient in zip(fused_gradients, explicit_gradients):
+        np.testing.assert_allclose(fused_gradient, explicit_gradient, atol=1e-5)
 
 
 def test_no_attention_crosses_a_pair_boundary():
