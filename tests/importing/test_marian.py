@@ -8,9 +8,9 @@ tensor2tensor's keeps twice as many, never reached, and it scores higher under C
 itself), and teacher-forced log-probabilities of the reference translations equal
 CTranslate2's `score_batch` within 1e-4. CTranslate2 gets Marian's position table (`Wpos`):
 its converter would build the paper's spacing. The imported run exports to a SavedModel that
-answers as our decoder does, and fine-tunes with --warm_start_from. A truncated `.npz`, a
-missing vocabulary and options the model cannot compute are one-line errors naming the file,
-with nothing written."""
+answers as our decoder does, and fine-tunes with --warm_start_from on TensorFlow and on JAX. A
+truncated `.npz`, a missing vocabulary and options the model cannot compute are one-line errors
+naming the file, with nothing written."""
 
 import json
 import os
@@ -18,6 +18,7 @@ import pathlib
 import subprocess
 import sys
 
+import h5py
 import numpy as np
 import pytest
 import yaml
@@ -234,17 +235,45 @@ def test_the_export_answers_as_the_decoder_and_the_run_fine_tunes(opus_mt_import
         f"target_vocabulary={data / 'translate_text_files.target.spm.model'},"
         f"num_train_shards=1")
     assert generated.returncode == 0, generated.stderr
-    tuned = run_module("t2t_repro.trainer", "--problem=translate_text_files",
-                       f"--data_dir={tmp_path / 'data'}", f"--output_dir={tmp_path / 'tuned'}",
-                       f"--warm_start_from={run}", "--hparams=batch_size=1024",
-                       "--train_steps=1", "--schedule=train")
+    fine_tune = ["--problem=translate_text_files", f"--data_dir={tmp_path / 'data'}",
+                 f"--warm_start_from={run}", "--hparams=batch_size=1024", "--train_steps=1",
+                 "--schedule=train"]
+    on_jax = subprocess.Popen(
+        [sys.executable, "-m", "t2t_repro.trainer", *fine_tune,
+         f"--output_dir={tmp_path / 'tuned_jax'}"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=dict(os.environ, KERAS_BACKEND="jax", TF_CPP_MIN_LOG_LEVEL="2"))
+    tuned = run_module("t2t_repro.trainer", *fine_tune, f"--output_dir={tmp_path / 'tuned'}")
     assert tuned.returncode == 0, tuned.stderr
-    assert (tmp_path / "tuned" / "ckpt-1.weights.h5").exists()
+    _, errors = on_jax.communicate(timeout=HANG_GUARD_S)
+    assert on_jax.returncode == 0, errors
+    # Both backends start from the imported weights: one Adam step at the warm-up's first
+    # learning rate (7e-7) moves a weight by about that, where a fresh model would differ by
+    # its initialisation's scale.
+    for tuned_run in ("tuned", "tuned_jax"):
+        moves = _weight_moves(run / "ckpt-0.weights.h5", tmp_path / tuned_run / "ckpt-1.weights.h5")
+        assert 0 < max(moves) <= 1e-5, (tuned_run, max(moves))
 
     output, errors = serving.communicate(timeout=HANG_GUARD_S)
     assert serving.returncode == 0, errors
     answers = json.loads(output)
     assert answers["signatures"]["serving_default"]["outputs"] == decoded.stdout.splitlines()
+
+
+def _weight_moves(start, tuned):
+    """The largest change of each model weight (optimizer slots aside) between two Keras
+    checkpoints of the same model."""
+    def model_weights(path):
+        arrays = {}
+        with h5py.File(path, "r") as f:
+            f.visititems(lambda name, item: arrays.__setitem__(name, item[()])
+                         if isinstance(item, h5py.Dataset) and not name.startswith("optimizer")
+                         else None)
+        return arrays
+
+    before, after = model_weights(start), model_weights(tuned)
+    assert before.keys() == after.keys()
+    return [float(np.max(np.abs(after[name] - before[name]))) for name in before]
 
 
 # --- Bad input --------------------------------------------------------------------------------
@@ -284,6 +313,16 @@ def test_a_missing_vocabulary_is_an_error_naming_it(release, tmp_path):
     folder = copied_release(release, tmp_path)
     (folder / "vocab.yml").unlink()
     assert f"{folder / 'vocab.yml'} is missing" in failed_import(folder, tmp_path)
+
+
+def test_flags_the_format_does_not_read_are_an_error_naming_them(release, tmp_path):
+    result = import_model("--format=opus_mt", f"--model_dir={release}",
+                          f"--output_dir={tmp_path / 'run'}", "--vocab_file=vocab.subwords",
+                          f"--tmp_dir={tmp_path}", "--data_hparams=vocab_size=8000", "--download")
+    line = one_line_error(result)
+    assert "--vocab_file, --tmp_dir, --data_hparams, --download do not apply to " \
+           "--format=opus_mt" in line
+    assert not (tmp_path / "run").exists()
 
 
 @pytest.mark.parametrize("option, value", [
