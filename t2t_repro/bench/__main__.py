@@ -9,7 +9,8 @@ from t2t_repro.utils import backend
 from t2t_repro.cli import quiet_tensorflow
 
 BENCHMARKS = {"decode": "t2t_repro.bench.decode", "packing": "t2t_repro.bench.packing",
-              "pipeline": "t2t_repro.bench.pipeline", "serve": "t2t_repro.bench.serve",
+              "pipeline": "t2t_repro.bench.pipeline", "search": "t2t_repro.bench.search",
+              "serve": "t2t_repro.bench.serve",
               "train": "t2t_repro.bench.train"}
 JAX_BENCHMARKS = {"train": "t2t_repro.bench.train_jax"}
 

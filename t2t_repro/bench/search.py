@@ -1,0 +1,147 @@
+"""Search quality on a trained run: BLEU, output length and search errors of beam search
+beside greedy search, for several beam sizes and length penalties (`bench search`).
+
+    python -m t2t_repro.bench search --output_dir=runs/m30k \\
+        [--checkpoint_path=runs/m30k/averaged] --source_file=test.en --reference_file=test.de \\
+        [--beam_sizes 1,4,8] [--alphas 0.6,1.0,1.4] [--extra_length 50] [--batch_size 32]
+
+The run is read as the decoder reads it (its flags.txt's problem and data folder, its
+hparams.json); decoding is in float32. Every search's best hypothesis and the greedy one
+(beam 1) are scored by the same model, teacher-forced on the searches' own pieces
+(`decoding.scoring.Scorer`), under beam search's objective log P / lp(n), lp(n) = ((5 + n) /
+6)^α, n the pieces with EOS (GNMT's, as tensor2tensor's). A beam search whose best scores
+below the greedy hypothesis under that objective made a search error: its beams held a worse
+hypothesis than one greedy search found. Each row: sacreBLEU, its brevity penalty, the length
+ratio (output over reference words, sacreBLEU's), the mean output pieces and the search
+errors; the header says how far each search's own scores are from the rescoring.
+"""
+
+import argparse
+import os
+
+import numpy as np
+
+from t2t_repro.decoding.beam_search import length_penalty
+
+# Objectives within this of each other are ties (float32 sums over a sentence's pieces).
+TIE_TOLERANCE = 1e-4
+
+
+def load_run(output_dir, checkpoint_path=None):
+    """`(problem, model)` of a trained run, as the decoder finds them (flags.txt's problem,
+    data folder and model; hparams.json; the newest checkpoint, or `checkpoint_path`)."""
+    from t2t_repro import hparams as hparams_lib
+    from t2t_repro import registry
+    from t2t_repro.cli.run_flags import recorded_flags
+    from t2t_repro.training.checkpoints import named_checkpoint
+    from t2t_repro.training.run import load_trained_model
+
+    recorded = recorded_flags(output_dir)
+    problem = registry.problems[recorded["problem"]](
+        data_dir=recorded["data_dir"], data_hparams=recorded.get("data_hparams", ""))
+    checkpoint = named_checkpoint(checkpoint_path or output_dir)
+    model = load_trained_model(recorded.get("model", "transformer"),
+                               hparams_lib.load(output_dir), problem, checkpoint)
+    return problem, model
+
+
+def best_hypotheses(problem, model, source_ids, beam_size, alpha, extra_length, batch_size):
+    """Each source's best hypothesis `(ids up to and with EOS, the search's own score)`."""
+    from t2t_repro.decoding.text_decoding import (
+        create_decode_hparams, create_search, decode_id_lists)
+
+    decode_hparams = create_decode_hparams(
+        problem, f"beam_size={beam_size},alpha={alpha},extra_length={extra_length}")
+    outputs = decode_id_lists(create_search(model, decode_hparams), source_ids, batch_size)
+    return [(_trimmed(ids[0]), float(scores[0])) for ids, scores in outputs]
+
+
+def _trimmed(ids):
+    """A hypothesis's ids without the padding after it."""
+    ids = [int(i) for i in ids]
+    while ids and ids[-1] == 0:
+        ids.pop()
+    return ids
+
+
+def objectives(scorer, source_ids, hypotheses, alpha, batch_size):
+    """log P / lp(n) of each (source, hypothesis ids) under the model, teacher-forced."""
+    from t2t_repro.decoding.scoring import score_id_pairs
+
+    scored = score_id_pairs(scorer, list(zip(source_ids, hypotheses)), batch_size)
+    return np.array([score / float(length_penalty(length, alpha)) for score, length in scored])
+
+
+def search_error_count(beam_objectives, greedy_objectives):
+    """How many sentences' beam-search best scores below their greedy hypothesis."""
+    return int(np.sum(beam_objectives < greedy_objectives - TIE_TOLERANCE))
+
+
+def main(argv):
+    parser = argparse.ArgumentParser(prog="python -m t2t_repro.bench search",
+                                     description=__doc__.split("\n\n")[0])
+    parser.add_argument("--output_dir", required=True, help="a trained run")
+    parser.add_argument("--checkpoint_path", default=None,
+                        help="a checkpoint file or folder (default: the run's newest)")
+    parser.add_argument("--source_file", required=True)
+    parser.add_argument("--reference_file", required=True)
+    parser.add_argument("--beam_sizes", default="1,4,8")
+    parser.add_argument("--alphas", default="0.6,1.0,1.4")
+    parser.add_argument("--extra_length", type=int, default=50)
+    parser.add_argument("--batch_size", type=int, default=32)
+    args = parser.parse_args(argv)
+
+    from t2t_repro.decoding.file_decoding import encode_lines
+    from t2t_repro.decoding.scoring import Scorer
+    from t2t_repro.metrics.bleu import sacre_bleu
+    from t2t_repro.utils.text_lines import read_lines
+
+    problem, model = load_run(args.output_dir, args.checkpoint_path)
+    sources = read_lines(args.source_file)
+    references = read_lines(args.reference_file)
+    source_ids = encode_lines(problem, sources, args.source_file)
+    scorer = Scorer(model)
+    beam_sizes = [int(size) for size in args.beam_sizes.split(",")]
+    alphas = [float(alpha) for alpha in args.alphas.split(",")]
+    greedy = [ids for ids, _ in best_hypotheses(problem, model, source_ids, 1, 0.0,
+                                                args.extra_length, args.batch_size)]
+    rows, largest_gap = [], 0.0
+    for beam_size in beam_sizes:
+        for alpha in alphas if beam_size > 1 else [None]:
+            if beam_size == 1:
+                hypotheses, errors, scored = greedy, None, None
+            else:
+                best = best_hypotheses(problem, model, source_ids, beam_size, alpha,
+                                       args.extra_length, args.batch_size)
+                hypotheses = [ids for ids, _ in best]
+                scored = objectives(scorer, source_ids, hypotheses, alpha, args.batch_size)
+                largest_gap = max(largest_gap, float(np.max(np.abs(
+                    scored - np.array([score for _, score in best])))))
+                errors = search_error_count(
+                    scored, objectives(scorer, source_ids, greedy, alpha, args.batch_size))
+            bleu = sacre_bleu([problem.decode(ids) for ids in hypotheses], references)
+            lengths = [len(ids) for ids in hypotheses]
+            rows.append((beam_size, alpha, bleu.score, bleu.bp, bleu.sys_len / bleu.ref_len,
+                         float(np.mean(lengths)), errors))
+    print(_table(rows, len(sources), args, largest_gap))
+
+
+def _table(rows, sentences, args, largest_gap):
+    checkpoint = args.checkpoint_path or args.output_dir
+    lines = [f"Search quality of {checkpoint} on {os.path.basename(args.source_file)} "
+             f"({sentences} sentences, extra_length {args.extra_length}). Search errors: "
+             f"sentences whose beam-search best scores below the greedy hypothesis under "
+             f"log P / lp at the row's alpha. The searches' own scores are within "
+             f"{largest_gap:.1e} of the teacher-forced rescoring.",
+             "beam  alpha  sacreBLEU  BP     length ratio  mean pieces  search errors"]
+    for beam_size, alpha, bleu, bp, ratio, pieces, errors in rows:
+        lines.append(f"{beam_size:<4}  {'-' if alpha is None else f'{alpha:.1f}':<5}  "
+                     f"{bleu:<9.2f}  {bp:.3f}  {ratio:<12.3f}  {pieces:<11.2f}  "
+                     f"{'-' if errors is None else errors}")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    import sys
+
+    main(sys.argv[1:])
