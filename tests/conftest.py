@@ -228,7 +228,7 @@ def copy_run(tmp_path_factory):
 def reverse_run(tmp_path_factory):
     """transformer_tiny (one layer, random seed 1) trained 6 steps on algorithmic_reverse,
     checkpoints at 2, 4 and 6, once for the session: the decoder's input tests decode with it,
-    the averaging and export tests work on copies of it (`copied`)."""
+    the averaging tests work on a copy of it (`copied`)."""
     output_dir = tmp_path_factory.mktemp("reverse_run") / "run"
     result = run_module(
         "t2t_repro.trainer", "--problem=algorithmic_reverse", "--hparams_set=transformer_tiny",

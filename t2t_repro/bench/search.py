@@ -11,7 +11,8 @@ hparams.json); decoding is in float32. Every search's best hypothesis and the gr
 (`decoding.scoring.Scorer`), under beam search's objective log P / lp(n), lp(n) = ((5 + n) /
 6)^α, n the pieces with EOS (GNMT's, as tensor2tensor's). A beam search whose best scores
 below the greedy hypothesis under that objective made a search error: its beams held a worse
-hypothesis than one greedy search found. Each row: sacreBLEU, its brevity penalty, the length
+hypothesis than one greedy search found. A greedy hypothesis cut at the maximum length (no
+EOS) reveals none: beam search returns a finished hypothesis before any cut one. Each row: sacreBLEU, its brevity penalty, the length
 ratio (output over reference words, sacreBLEU's), the mean output pieces and the search
 errors; the header says how far each search's own scores are from the rescoring.
 """
@@ -22,6 +23,7 @@ import os
 import numpy as np
 
 from t2t_repro.decoding.beam_search import length_penalty
+from t2t_repro.names import EOS_ID
 
 # Objectives within this of each other are ties (float32 sums over a sentence's pieces).
 TIE_TOLERANCE = 1e-4
@@ -105,6 +107,7 @@ def main(argv):
     alphas = [float(alpha) for alpha in args.alphas.split(",")]
     greedy = [ids for ids, _ in best_hypotheses(problem, model, source_ids, 1, 0.0,
                                                 args.extra_length, args.batch_size)]
+    greedy_finished = np.array([bool(ids) and ids[-1] == EOS_ID for ids in greedy])
     rows, largest_gap = [], 0.0
     for beam_size in beam_sizes:
         for alpha in alphas if beam_size > 1 else [None]:
@@ -117,21 +120,23 @@ def main(argv):
                 scored = objectives(scorer, source_ids, hypotheses, alpha, args.batch_size)
                 largest_gap = max(largest_gap, float(np.max(np.abs(
                     scored - np.array([score for _, score in best])))))
-                errors = search_error_count(
-                    scored, objectives(scorer, source_ids, greedy, alpha, args.batch_size))
+                greedy_scored = objectives(scorer, source_ids, greedy, alpha, args.batch_size)
+                errors = search_error_count(scored, np.where(greedy_finished, greedy_scored,
+                                                             -np.inf))
             bleu = sacre_bleu([problem.decode(ids) for ids in hypotheses], references)
             lengths = [len(ids) for ids in hypotheses]
             rows.append((beam_size, alpha, bleu.score, bleu.bp, bleu.sys_len / bleu.ref_len,
                          float(np.mean(lengths)), errors))
-    print(_table(rows, len(sources), args, largest_gap))
+    print(_table(rows, len(sources), args, largest_gap, int(np.sum(~greedy_finished))))
 
 
-def _table(rows, sentences, args, largest_gap):
+def _table(rows, sentences, args, largest_gap, greedy_cut):
     checkpoint = args.checkpoint_path or args.output_dir
     lines = [f"Search quality of {checkpoint} on {os.path.basename(args.source_file)} "
              f"({sentences} sentences, extra_length {args.extra_length}). Search errors: "
              f"sentences whose beam-search best scores below the greedy hypothesis under "
-             f"log P / lp at the row's alpha. The searches' own scores are within "
+             f"log P / lp at the row's alpha ({greedy_cut} greedy hypotheses cut at the "
+             f"maximum length left out). The searches' own scores are within "
              f"{largest_gap:.1e} of the teacher-forced rescoring.",
              "beam  alpha  sacreBLEU  BP     length ratio  mean pieces  search errors"]
     for beam_size, alpha, bleu, bp, ratio, pieces, errors in rows:
