@@ -2,7 +2,7 @@
 (DESIGN §7's protocol).
 
     python -m t2t_repro.bench decode [--data_root ../shared/data] [--sentences 500]
-        [--uncached_every 4] [--skip_peer]
+        [--uncached_every 4] [--skip_peer] [--precisions bfloat16,int8]
 
 In one run, on this machine:
   1. a 37,000-piece BPE vocabulary from Multi30k + newstest2013 (as `bench pipeline`);
@@ -13,7 +13,10 @@ In one run, on this machine:
      batch, its search run as one compiled graph loop and then as the host loop (a Python loop
      over the compiled step, syncing with the host every position); then the uncached decoder
      (whole prefix recomputed each step) and the cached one again on every
-     `--uncached_every`-th batch, the same batches for both.
+     `--uncached_every`-th batch, the same batches for both;
+  4. the cached decoder on copies of the model in each of `--precisions`
+     (`decoding.precision`: bfloat16 compute, int8 dense-layer weights), beside CTranslate2
+     float32 and int8 on the same weights.
 One batch of each compiled shape is decoded untimed first (tracing). Tokens are the best
 hypothesis's output tokens: a batch of 32 sentences forced to length n counts 32·n. Every
 contender runs in this one process; its peak memory is the process's peak resident size while
@@ -31,6 +34,7 @@ import numpy as np
 from t2t_repro.bench.newstest import newstest2014, shared_vocabulary_problem
 from t2t_repro.bench.peak_memory import peak_bytes, reset_peak
 from t2t_repro.bench.pipeline import DEFAULT_DATA_ROOT
+from t2t_repro.decoding.precision import model_in_precision
 from t2t_repro.decoding.transformer_search import padded_length
 
 BATCH_SIZE = 32
@@ -126,6 +130,9 @@ def main(argv):
                         help="time the uncached decoder on every n-th batch (1: all batches; "
                              "0: neither it nor the host loop)")
     parser.add_argument("--skip_peer", action="store_true", help="do not run CTranslate2")
+    parser.add_argument("--precisions", default="bfloat16,int8",
+                        help="also decode with copies of the model in these precisions "
+                             "(bfloat16, int8; empty: none)")
     args = parser.parse_args(argv)
 
     from t2t_repro.decoding.transformer_search import TransformerBeamSearch
@@ -143,6 +150,10 @@ def main(argv):
         model = build_model("transformer", create_hparams("transformer_base"), problem)
         cached = timed_decode(search(True), batches)
         cached_xla = timed_decode(search(True, jit_compile=True), batches)
+        in_precision = {precision: timed_decode(TransformerBeamSearch(
+                            model_in_precision(model, precision), BEAM_SIZE, ALPHA,
+                            force_max_length=True), batches)
+                        for precision in filter(None, args.precisions.split(","))}
         peers = "skipped (--skip_peer)" if args.skip_peer else peer_figures(
             model, problem, batches, work)
 
@@ -155,9 +166,15 @@ def main(argv):
                  figures[3], peers["float32"][3]) for name, figures in ours.items()]
         rows.append(("t2t_repro with XLA", rate(cached_xla), "tok/s", "CTranslate2 int8",
                      rate(peers["int8"]), cached_xla[3], peers["int8"][3]))
+        for precision, figures in in_precision.items():
+            peer = "int8" if precision == "int8" else "float32"
+            rows.append((f"t2t_repro {precision}", rate(figures), "tok/s",
+                         f"CTranslate2 {peer}", rate(peers[peer]), figures[3], peers[peer][3]))
     else:
+        alone = {**ours, **{f"t2t_repro {precision}": figures
+                            for precision, figures in in_precision.items()}}
         rows = [(name, rate(figures), "tok/s", "", None, figures[3], None)
-                for name, figures in ours.items()]
+                for name, figures in alone.items()]
     if args.uncached_every:
         sample = batches[:: args.uncached_every]
         cached_host_loop = timed_decode(search(True, "host"), batches)
@@ -181,6 +198,10 @@ def main(argv):
         same = sum(a == b for a, b in zip(cached[2], peers["float32"][2]))
         print(f"best hypotheses identical to CTranslate2 float32's on {same} of "
               f"{len(cached[2])} sentences (equal forced lengths: the ranking is log P alone)")
+        for precision, figures in in_precision.items():
+            same = sum(a == b for a, b in zip(figures[2], cached[2]))
+            print(f"t2t_repro {precision}: best hypotheses identical to our float32's on "
+                  f"{same} of {len(cached[2])} sentences")
     else:
         print(f"peer: {peers}")
     if args.uncached_every:

@@ -4,17 +4,19 @@ beside greedy search, for several beam sizes and length penalties (`bench search
     python -m t2t_repro.bench search --output_dir=runs/m30k \\
         [--checkpoint_path=runs/m30k/averaged] --source_file=test.en --reference_file=test.de \\
         [--beam_sizes 1,4,8] [--alphas 0.6,1.0,1.4] [--extra_length 50] [--batch_size 32]
+        [--precision float32|bfloat16|int8]
 
 The run is read as the decoder reads it (its flags.txt's problem and data folder, its
-hparams.json); decoding is in float32. Every search's best hypothesis and the greedy one
-(beam 1) are scored by the same model, teacher-forced on the searches' own pieces
-(`decoding.scoring.Scorer`), under beam search's objective log P / lp(n), lp(n) = ((5 + n) /
-6)^α, n the pieces with EOS (GNMT's, as tensor2tensor's). A beam search whose best scores
-below the greedy hypothesis under that objective made a search error: its beams held a worse
-hypothesis than one greedy search found. A greedy hypothesis cut at the maximum length (no
-EOS) reveals none: beam search returns a finished hypothesis before any cut one. Each row: sacreBLEU, its brevity penalty, the length
-ratio (output over reference words, sacreBLEU's), the mean output pieces and the search
-errors; the header says how far each search's own scores are from the rescoring.
+hparams.json); decoding and scoring are in float32, or in `--precision` (`decoding.precision`).
+Every search's best hypothesis and the greedy one (beam 1) are scored by the same model,
+teacher-forced on the searches' own pieces (`decoding.scoring.Scorer`), under beam search's
+objective log P / lp(n), lp(n) = ((5 + n) / 6)^α, n the pieces with EOS (GNMT's, as
+tensor2tensor's). A beam search whose best scores below the greedy hypothesis under that
+objective made a search error: its beams held a worse hypothesis than one greedy search found.
+A greedy hypothesis cut at the maximum length (no EOS) reveals none: beam search returns a
+finished hypothesis before any cut one. Each row: sacreBLEU, its brevity penalty, the length
+ratio (output over reference words, sacreBLEU's), the mean output pieces and the search errors;
+the header says how far each search's own scores are from the rescoring.
 """
 
 import argparse
@@ -23,6 +25,7 @@ import os
 import numpy as np
 
 from t2t_repro.decoding.beam_search import length_penalty
+from t2t_repro.decoding.precision import PRECISIONS, model_in_precision
 from t2t_repro.names import EOS_ID
 
 # Objectives within this of each other are ties (float32 sums over a sentence's pieces).
@@ -91,6 +94,8 @@ def main(argv):
     parser.add_argument("--alphas", default="0.6,1.0,1.4")
     parser.add_argument("--extra_length", type=int, default=50)
     parser.add_argument("--batch_size", type=int, default=32)
+    parser.add_argument("--precision", default="float32", choices=PRECISIONS,
+                        help="decode and score a copy of the model computing in this precision")
     args = parser.parse_args(argv)
 
     from t2t_repro.decoding.file_decoding import encode_lines
@@ -99,6 +104,7 @@ def main(argv):
     from t2t_repro.utils.text_lines import read_lines
 
     problem, model = load_run(args.output_dir, args.checkpoint_path)
+    model = model_in_precision(model, args.precision)
     sources = read_lines(args.source_file)
     references = read_lines(args.reference_file)
     source_ids = encode_lines(problem, sources, args.source_file)
@@ -132,8 +138,9 @@ def main(argv):
 
 def _table(rows, sentences, args, largest_gap, greedy_cut):
     checkpoint = args.checkpoint_path or args.output_dir
-    lines = [f"Search quality of {checkpoint} on {os.path.basename(args.source_file)} "
-             f"({sentences} sentences, extra_length {args.extra_length}). Search errors: "
+    lines = [f"Search quality of {checkpoint} ({args.precision}) on "
+             f"{os.path.basename(args.source_file)} ({sentences} sentences, extra_length "
+             f"{args.extra_length}). Search errors: "
              f"sentences whose beam-search best scores below the greedy hypothesis under "
              f"log P / lp at the row's alpha ({greedy_cut} greedy hypotheses cut at the "
              f"maximum length left out). The searches' own scores are within "

@@ -1,0 +1,34 @@
+"""Decoding in less than 32 bits: a copy of a trained model that computes in bfloat16, or whose
+dense layers hold int8 weights (Keras's weight quantization)."""
+
+import warnings
+
+import keras
+
+PRECISIONS = ("float32", "bfloat16", "int8")
+
+
+def model_in_precision(model, precision):
+    """`model` itself for "float32"; otherwise a copy with its weights that computes in
+    `precision`:
+      - "bfloat16": every layer computes in bfloat16 (Keras's mixed_bfloat16 policy; the
+        weights stay float32 and are cast as read, softmaxes and the search's scores stay
+        float32);
+      - "int8": every Dense layer (the attention and feed-forward projections) holds int8
+        weights with a scale per output unit and quantizes its input per token
+        (`keras.Model.quantize("int8")`); the shared embedding and output projection, the
+        LayerNorms and the position encodings stay float32.
+    """
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got '{precision}'.")
+    if precision == "float32":
+        return model
+    policy = "mixed_bfloat16" if precision == "bfloat16" else "float32"
+    copy = type(model)(model.hparams, model.input_vocab_size, model.target_vocab_size,
+                       dtype=policy).build_weights()
+    copy.set_weights(model.get_weights())
+    if precision == "int8":
+        with warnings.catch_warnings():  # one per layer Keras leaves as it is (norms, embedding)
+            warnings.filterwarnings("ignore", message="Layer .* does not have a `quantize`")
+            copy.quantize("int8")
+    return copy
