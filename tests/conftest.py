@@ -4,7 +4,6 @@ import contextlib
 import glob
 import os
 import pathlib
-import shutil
 import subprocess
 import sys
 
@@ -201,47 +200,6 @@ def ende_run(ende_data_dir, tmp_path_factory):
     )
     assert result.returncode == 0, result.stderr
     return output_dir
-
-
-# One layer: the tests of the shared tiny runs check mechanics, which do not depend on depth.
-ONE_LAYER_HPARAMS = "batch_size=256,max_length=24,num_hidden_layers=1"
-
-
-@pytest.fixture(scope="session")
-def copy_run(tmp_path_factory):
-    """transformer_tiny (one layer, random seed 1) trained 6 steps on algorithmic_copy, its
-    checkpoint and an evaluation (2 batches) at step 6, once for the session: the warm-start
-    source, and a trained run for tests that read one. Tests that write into it use
-    `copied(copy_run, ...)`."""
-    output_dir = tmp_path_factory.mktemp("copy_run") / "run"
-    result = run_module(
-        "t2t_repro.trainer", "--problem=algorithmic_copy", "--hparams_set=transformer_tiny",
-        f"--hparams={ONE_LAYER_HPARAMS}", f"--output_dir={output_dir}", "--train_steps=6",
-        "--eval_every=6", "--eval_steps=2", "--eval_decode_examples=0", "--random_seed=1",
-        "--log_every=2",
-    )
-    assert result.returncode == 0, result.stderr
-    return output_dir
-
-
-@pytest.fixture(scope="session")
-def reverse_run(tmp_path_factory):
-    """transformer_tiny (one layer, random seed 1) trained 6 steps on algorithmic_reverse,
-    checkpoints at 2, 4 and 6, once for the session: the decoder's input tests decode with it,
-    the averaging tests work on a copy of it (`copied`)."""
-    output_dir = tmp_path_factory.mktemp("reverse_run") / "run"
-    result = run_module(
-        "t2t_repro.trainer", "--problem=algorithmic_reverse", "--hparams_set=transformer_tiny",
-        f"--hparams={ONE_LAYER_HPARAMS}", f"--output_dir={output_dir}", "--train_steps=6",
-        "--save_checkpoints_steps=2", "--schedule=train", "--random_seed=1",
-    )
-    assert result.returncode == 0, result.stderr
-    return output_dir
-
-
-def copied(run_dir, destination):
-    """A copy of the shared run `run_dir` at `destination`, for a test that writes into it."""
-    return pathlib.Path(shutil.copytree(run_dir, destination))
 
 
 @contextlib.contextmanager

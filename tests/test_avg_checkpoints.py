@@ -10,20 +10,29 @@ import keras
 import numpy as np
 import pytest
 
-from conftest import copied, run_module
+from conftest import run_module
 from t2t_repro import hparams as hparams_lib
 from t2t_repro import registry
 from t2t_repro.training.checkpoints import CheckpointManager
 from t2t_repro.training.run import build_model, compile_for_training
 
+TINY_RUN = [
+    "--problem=algorithmic_reverse",
+    "--hparams_set=transformer_tiny",
+    "--hparams=batch_size=128,max_length=24,hidden_size=32,filter_size=64,num_hidden_layers=1",
+    "--eval_steps=1",
+    "--log_every=100",
+]
 CHECKPOINT_NAMES = ["ckpt-2.weights.h5", "ckpt-4.weights.h5", "ckpt-6.weights.h5"]
 
 
 @pytest.fixture(scope="module")
-def trained_run(reverse_run, tmp_path_factory):
-    """A copy of conftest's reverse_run, a 6-step run checkpointed every 2 steps: ckpt-2,
-    ckpt-4, ckpt-6 (copied: averaging writes `<run>/averaged`)."""
-    output_dir = copied(reverse_run, tmp_path_factory.mktemp("avg") / "run")
+def trained_run(tmp_path_factory):
+    """A 6-step run checkpointed every 2 steps: ckpt-2, ckpt-4, ckpt-6."""
+    output_dir = tmp_path_factory.mktemp("avg") / "run"
+    result = run_module("t2t_repro.trainer", *TINY_RUN, f"--output_dir={output_dir}",
+                        "--train_steps=6", "--save_checkpoints_steps=2", "--schedule=train")
+    assert result.returncode == 0, result.stderr
     assert sorted(name for name in os.listdir(output_dir) if name.endswith(".h5")) == \
         CHECKPOINT_NAMES
     return output_dir

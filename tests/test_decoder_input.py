@@ -13,7 +13,20 @@ from t2t_repro.data.raw_text import read_text_lines
 # spaces, so every line encodes); the last line has no "\n".
 AWKWARD = b"1 2\r3\n4\r\n5\xe2\x80\xa86\n7"
 AWKWARD_LINE_COUNT = 4
-# `reverse_run` is conftest's: algorithmic_reverse, one layer, max_length=24, read only here.
+
+
+@pytest.fixture(scope="module")
+def reverse_run(tmp_path_factory):
+    """transformer_tiny trained 2 steps on algorithmic_reverse: enough to decode with."""
+    output_dir = tmp_path_factory.mktemp("decoder_input") / "run"
+    result = run_module(
+        "t2t_repro.trainer", "--problem=algorithmic_reverse", "--hparams_set=transformer_tiny",
+        "--hparams=batch_size=256,max_length=24,num_hidden_layers=1",
+        f"--output_dir={output_dir}",
+        "--train_steps=2", "--save_checkpoints_steps=2", "--schedule=train",
+    )
+    assert result.returncode == 0, result.stderr
+    return output_dir
 
 
 def run_decoder(output_dir, *args, **kwargs):
@@ -62,11 +75,11 @@ def test_a_stdin_line_the_problem_cannot_encode_is_reported_and_skipped(reverse_
 
 @pytest.fixture(scope="module")
 def learned_positions_run(tmp_path_factory):
-    """A one-layer learned-position model whose table holds 8 positions, trained 2 steps."""
+    """A learned-position model whose table holds 8 positions, trained 2 steps."""
     output_dir = tmp_path_factory.mktemp("decoder_input_learned") / "run"
     result = run_module(
         "t2t_repro.trainer", "--problem=algorithmic_reverse", "--hparams_set=transformer_tiny",
-        "--hparams=batch_size=256,max_length=8,position_encoding=learned,num_hidden_layers=1",
+        "--hparams=batch_size=256,max_length=8,position_encoding=learned",
         f"--output_dir={output_dir}", "--train_steps=2", "--save_checkpoints_steps=2",
         "--schedule=train",
     )

@@ -16,7 +16,7 @@ import time
 import h5py
 import pytest
 
-from conftest import copied, read_only_folder, run_module
+from conftest import read_only_folder
 from t2t_repro.training import checkpoints
 from test_trainer import TINY_RUN, run_trainer
 
@@ -149,9 +149,12 @@ def test_a_corrupt_hparams_file_is_a_clear_error(tmp_path, content, named):
     assert (output_dir / "hparams.json").read_text() == content  # nothing overwritten
 
 
-def test_an_averaged_folder_is_refused_as_a_training_output_dir(copy_run, tmp_path):
-    run_dir = copied(copy_run, tmp_path / "run")
-    averaged = run_dir / "averaged"
+def test_an_averaged_folder_is_refused_as_a_training_output_dir(tmp_path):
+    run_dir, averaged = tmp_path / "run", tmp_path / "run" / "averaged"
+    trained = run_trainer(*TINY_RUN, f"--output_dir={run_dir}", "--train_steps=2",
+                          "--eval_every=100")
+    assert trained.returncode == 0, trained.stderr
+    from conftest import run_module
 
     assert run_module("t2t_repro.avg_checkpoints", f"--output_dir={run_dir}",
                       "--n=1").returncode == 0

@@ -4,14 +4,14 @@ resumes from its own checkpoints. (Vocabularies: tests/problems/test_text_files.
 
 import pytest
 
-from conftest import ONE_LAYER_HPARAMS, one_line_error, read_scalars, run_module
+from conftest import one_line_error, read_scalars, run_module
 from t2t_repro import registry
 from t2t_repro.hparams import create_hparams
 from t2t_repro.training import checkpoints, warm_start
 from t2t_repro.training.run_factory import create_training_run
 
 PROBLEM = "algorithmic_copy"
-HPARAMS = ONE_LAYER_HPARAMS  # mechanics: one layer
+HPARAMS = "batch_size=256,max_length=24,num_hidden_layers=1"  # mechanics: one layer
 # Training-only hparams a fine-tuning run may change.
 FINE_TUNING_HPARAMS = f"{HPARAMS},learning_rate_constant=0.5,layer_prepostprocess_dropout=0.2"
 RUN = [f"--problem={PROBLEM}", "--hparams_set=transformer_tiny", "--eval_steps=2",
@@ -23,11 +23,14 @@ def trainer(*args):
     return run_module("t2t_repro.trainer", *RUN, *args)
 
 
-@pytest.fixture
-def source_run(copy_run):
-    """conftest's copy_run, trained as RUN with HPARAMS: 6 steps, evaluated (2 eval batches)
-    at its last step. The tests only read it."""
-    return copy_run
+@pytest.fixture(scope="module")
+def source_run(tmp_path_factory):
+    """6 steps, evaluated (2 eval batches) at its last step."""
+    output_dir = tmp_path_factory.mktemp("warm_start") / "source"
+    result = trainer(f"--hparams={HPARAMS}", f"--output_dir={output_dir}",
+                     f"--train_steps={SOURCE_STEPS}", f"--eval_every={SOURCE_STEPS}")
+    assert result.returncode == 0, result.stderr
+    return output_dir
 
 
 def test_the_first_evaluation_equals_the_source_runs_of_the_same_checkpoint(source_run,
