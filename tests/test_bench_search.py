@@ -4,7 +4,7 @@ finished 20-piece one (log P −8) −8 / (25/6)^0.6 ≈ −3.40."""
 
 import numpy as np
 
-from t2t_repro.bench.search import objectives, search_error_count
+from t2t_repro.bench.search import objectives, search_error_count, teacher_forced
 
 
 class _FixedScorer:
@@ -20,10 +20,11 @@ class _FixedScorer:
 
 def test_objective_is_log_probability_over_gnmt_length_penalty():
     scorer = _FixedScorer({7: (-12.0, 70), 9: (-8.0, 20)})
-    values = objectives(scorer, [[1], [1]], [[7], [9]], alpha=0.6, batch_size=2)
+    scored = teacher_forced(scorer, [[1], [1]], [[7], [9]], batch_size=2)
+    values = objectives(scored, alpha=0.6)
     np.testing.assert_allclose(values, [-12 / 12.5 ** 0.6, -8 / (25 / 6) ** 0.6], rtol=1e-6)
     np.testing.assert_allclose(values, [-2.64, -3.40], atol=5e-3)
-    plain = objectives(scorer, [[1], [1]], [[7], [9]], alpha=0.0, batch_size=2)
+    plain = objectives(scored, alpha=0.0)
     np.testing.assert_allclose(plain, [-12.0, -8.0])
 
 

@@ -69,11 +69,15 @@ def _trimmed(ids):
     return ids
 
 
-def objectives(scorer, source_ids, hypotheses, alpha, batch_size):
-    """log P / lp(n) of each (source, hypothesis ids) under the model, teacher-forced."""
+def teacher_forced(scorer, source_ids, hypotheses, batch_size):
+    """`(log P, pieces)` of each (source, hypothesis ids) under the model, teacher-forced."""
     from t2t_repro.decoding.scoring import score_id_pairs
 
-    scored = score_id_pairs(scorer, list(zip(source_ids, hypotheses)), batch_size)
+    return score_id_pairs(scorer, list(zip(source_ids, hypotheses)), batch_size)
+
+
+def objectives(scored, alpha):
+    """log P / lp(n) of each `(log P, pieces)` of `teacher_forced`."""
     return np.array([score / float(length_penalty(length, alpha)) for score, length in scored])
 
 
@@ -114,6 +118,7 @@ def main(argv):
     greedy = [ids for ids, _ in best_hypotheses(problem, model, source_ids, 1, 0.0,
                                                 args.extra_length, args.batch_size)]
     greedy_finished = np.array([bool(ids) and ids[-1] == EOS_ID for ids in greedy])
+    greedy_scored = teacher_forced(scorer, source_ids, greedy, args.batch_size)
     rows, largest_gap = [], 0.0
     for beam_size in beam_sizes:
         for alpha in alphas if beam_size > 1 else [None]:
@@ -123,12 +128,12 @@ def main(argv):
                 best = best_hypotheses(problem, model, source_ids, beam_size, alpha,
                                        args.extra_length, args.batch_size)
                 hypotheses = [ids for ids, _ in best]
-                scored = objectives(scorer, source_ids, hypotheses, alpha, args.batch_size)
+                scored = objectives(teacher_forced(scorer, source_ids, hypotheses,
+                                                   args.batch_size), alpha)
                 largest_gap = max(largest_gap, float(np.max(np.abs(
                     scored - np.array([score for _, score in best])))))
-                greedy_scored = objectives(scorer, source_ids, greedy, alpha, args.batch_size)
-                errors = search_error_count(scored, np.where(greedy_finished, greedy_scored,
-                                                             -np.inf))
+                errors = search_error_count(scored, np.where(
+                    greedy_finished, objectives(greedy_scored, alpha), -np.inf))
             bleu = sacre_bleu([problem.decode(ids) for ids in hypotheses], references)
             lengths = [len(ids) for ids in hypotheses]
             rows.append((beam_size, alpha, bleu.score, bleu.bp, bleu.sys_len / bleu.ref_len,
