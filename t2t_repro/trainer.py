@@ -179,28 +179,33 @@ def best_criterion(problem):
     return criterion
 
 
-def warm_start_hparams():
-    """Without --hparams_set, the hparams of the run --warm_start_from names (None without
+def warm_start_source():
+    """The checkpoint file --warm_start_from names, resolved once (None without the flag): a
+    folder's newest checkpoint may change while the run starts."""
+    if not FLAGS.warm_start_from:
+        return None
+    from t2t_repro.training import warm_start
+
+    return warm_start.source_checkpoint(FLAGS.warm_start_from)
+
+
+def warm_start_hparams(checkpoint):
+    """Without --hparams_set, the hparams of the run `checkpoint` belongs to (None without
     it): fine-tuning needs them, and an imported model's are no registered set."""
-    if FLAGS.hparams_set or not FLAGS.warm_start_from:
+    if FLAGS.hparams_set or checkpoint is None:
         return None
     from t2t_repro import hparams as hparams_lib
     from t2t_repro.training import warm_start
 
-    checkpoint = warm_start.source_checkpoint(FLAGS.warm_start_from)
     return hparams_lib.load(warm_start.source_run_dir(checkpoint))
 
 
-def warm_start_checkpoint(problem, hparams):
-    """The checkpoint --warm_start_from names, checked against this run's hparams and
-    vocabulary (None without the flag)."""
-    if not FLAGS.warm_start_from:
-        return None
+def check_warm_start_source(checkpoint, problem, hparams):
+    """Checks the warm-start `checkpoint` against this run's hparams and vocabulary."""
     from t2t_repro import registry
     from t2t_repro.cli.run_flags import recorded_flags
     from t2t_repro.training import warm_start
 
-    checkpoint = warm_start.source_checkpoint(FLAGS.warm_start_from)
     warm_start.check_hparams(checkpoint, hparams)
     source_dir = warm_start.source_run_dir(checkpoint)
     source = recorded_flags(source_dir)
@@ -214,7 +219,6 @@ def warm_start_checkpoint(problem, hparams):
     source_problem.check_data()  # adopts the data hparams it was generated with
     warm_start.check_vocabularies(getattr(source_problem, "vocabulary_paths", []),
                                   getattr(problem, "vocabulary_paths", []))
-    return checkpoint
 
 
 def check_flag_values():
@@ -264,13 +268,16 @@ def train_or_evaluate(claim_output_dir):
     from t2t_repro.training.run_factory import create_training_run
 
     problem = problem_flags.create_problem()
-    hparams = model_flags.resolve_hparams(FLAGS.output_dir, base_when_no_set=warm_start_hparams())
+    warm_start_from = warm_start_source()
+    hparams = model_flags.resolve_hparams(FLAGS.output_dir,
+                                          base_when_no_set=warm_start_hparams(warm_start_from))
     model_flags.check_model_name()
     if FLAGS.generate_data:
         problem.generate_data(FLAGS.tmp_dir, download=FLAGS.download)
     problem.check_data()  # before anything is written to --output_dir
     criterion = best_criterion(problem)
-    warm_start_from = warm_start_checkpoint(problem, hparams)
+    if warm_start_from is not None:
+        check_warm_start_source(warm_start_from, problem, hparams)
     run = create_training_run(
         problem,
         hparams,
