@@ -19,9 +19,10 @@ import os
 from t2t_repro.data.cleaning import CleanedPairs, CleaningRules
 from t2t_repro.data.problem import EVAL, TRAIN, ProblemDataError
 from t2t_repro.data.raw_text import ParallelReader, RawDataError
+from t2t_repro.data.text_problem import SENTENCEPIECE, TENSOR2TENSOR_SUBWORDS, VOCABULARY_CLASSES
 from t2t_repro.data.translation import TranslateProblem
+from t2t_repro.data.vocabulary import VocabularyError
 from t2t_repro.registry import problems
-from t2t_repro.data.vocabulary import SubwordVocabulary
 from t2t_repro.utils.atomic_files import atomic_path, write_text_atomically
 
 # The data hparams naming each split's (source, target) files.
@@ -149,23 +150,48 @@ class TranslateTextFiles(TranslateProblem):
                 f"{str(self.shared_vocabulary).lower()}; {layout}.")
         return expected
 
+    def _generate_vocabularies(self, train_pairs):
+        """As every problem's, after checking that a given tensor2tensor vocabulary is not
+        paired with a SentencePiece one: the data records one format for both sides."""
+        if not self.shared_vocabulary:
+            given = {name: getattr(self.data_hparams, name)
+                     for name in ("source_vocabulary", "target_vocabulary")}
+            subwords = [name for name, path in given.items() if path.endswith(".subwords")]
+            if len(subwords) == 1:
+                (other,) = set(given) - set(subwords)
+                raise ProblemDataError(
+                    f"{self.name}: {subwords[0]}={given[subwords[0]]} is a tensor2tensor "
+                    f"vocabulary, so the other side's must be one too: give "
+                    f"{other}=<a .subwords file> (the imported run's data folder has both).")
+        return super()._generate_vocabularies(train_pairs)
+
     def _new_vocabulary(self, side, sentences):
-        """The SentencePiece model a data hparam names (`vocabulary`, or `source_vocabulary`
-        / `target_vocabulary`), copied into the data folder (to encode a new corpus as a run to
-        fine-tune was encoded); else one trained here."""
+        """The vocabulary a data hparam names (`vocabulary`, or `source_vocabulary` /
+        `target_vocabulary`): a SentencePiece model, or a tensor2tensor subword vocabulary
+        (`.subwords`, an imported tensor2tensor run's), copied into the data folder to encode
+        a new corpus as a run to fine-tune was encoded; else a SentencePiece model trained
+        here."""
         name = self._given_vocabulary_hparam(side)
         given = getattr(self.data_hparams, name)
         if not given:
             return super()._new_vocabulary(side, sentences)
-        path = self.vocabulary_file(side)
+        given = os.path.expanduser(given)
+        vocabulary_format = (TENSOR2TENSOR_SUBWORDS if given.endswith(".subwords") else
+                             SENTENCEPIECE)
+        path = self.vocabulary_file(side, vocabulary_format)
+        load = VOCABULARY_CLASSES[vocabulary_format]
         try:
-            given_vocabulary = SubwordVocabulary(os.path.expanduser(given))
-        except (OSError, RuntimeError) as error:
-            raise RawDataError(f"{name}={given} is not a SentencePiece model this can read "
-                               f"({error}); name a run's <data_dir>/{os.path.basename(path)}.")
-        with atomic_path(path) as temporary, open(temporary, "wb") as copy:
-            copy.write(given_vocabulary.model_proto)
-        return SubwordVocabulary(path)
+            load(given)
+        except (OSError, RuntimeError, VocabularyError) as error:
+            kind = {SENTENCEPIECE: "a SentencePiece model",
+                    TENSOR2TENSOR_SUBWORDS: "a tensor2tensor subword vocabulary"}
+            raise RawDataError(
+                f"{name}={given} is not {kind[vocabulary_format]} this can read ({error}); name "
+                f"a run's <data_dir>/{os.path.basename(path)}.") from None
+        with open(given, "rb") as original, atomic_path(path) as temporary, \
+                open(temporary, "wb") as copy:
+            copy.write(original.read())
+        return load(path)
 
     def _write_split(self, mode, pairs, vocabularies, num_shards, shuffle):
         """The split, and its cleaning counts added to `cleaning.json` and the metadata."""

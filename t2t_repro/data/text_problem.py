@@ -333,11 +333,11 @@ class TextPairProblem(Problem):
         vocabularies = self._generate_vocabularies(sources[TRAIN])
         vocab_seconds = time.time() - started
         if self.shared_vocabulary:
-            print(f"{self.data_name}: {vocabularies[SOURCE].vocab_size}-piece BPE vocabulary "
+            print(f"{self.data_name}: {vocabularies[SOURCE].vocab_size}-piece vocabulary "
                   f"in {vocab_seconds:.1f} s -> {vocabularies[SOURCE].model_path}")
         else:
             print(f"{self.data_name}: {vocabularies[SOURCE].vocab_size}-piece source and "
-                  f"{vocabularies[TARGET].vocab_size}-piece target BPE vocabularies in "
+                  f"{vocabularies[TARGET].vocab_size}-piece target vocabularies in "
                   f"{vocab_seconds:.1f} s -> {vocabularies[SOURCE].model_path}, "
                   f"{vocabularies[TARGET].model_path}")
         splits = {
@@ -352,6 +352,7 @@ class TextPairProblem(Problem):
             "data_hparams": self.data_hparams.values(),
             "vocab_size": vocabularies[SOURCE].vocab_size,
             **({} if self.shared_vocabulary else sizes),
+            "vocabulary_format": vocabulary_format_of(vocabularies[SOURCE]),
             "splits": splits,
             "seconds": {"vocabulary": round(vocab_seconds, 1),
                         "total": round(time.time() - started, 1)},
@@ -411,7 +412,8 @@ class TextPairProblem(Problem):
             vocabularies = {side: self._new_vocabulary(side, [pair[index] for pair in sample])
                             for index, side in enumerate((SOURCE, TARGET))}
         for vocabulary in dict.fromkeys(vocabularies.values()):
-            write_piece_listing(vocabulary)
+            if vocabulary_format_of(vocabulary) == SENTENCEPIECE:
+                write_piece_listing(vocabulary)
         return vocabularies
 
     def vocab_size(self, side):
@@ -446,6 +448,11 @@ class TextPairProblem(Problem):
             "sources": pairs.describe(),
             "length_histogram": {str(length): lengths[length] for length in sorted(lengths)},
         }
+
+
+def vocabulary_format_of(vocabulary):
+    """The format name (a VOCABULARY_CLASSES key) of a vocabulary object."""
+    return next(name for name, cls in VOCABULARY_CLASSES.items() if isinstance(vocabulary, cls))
 
 
 def write_piece_listing(vocabulary):

@@ -15,8 +15,10 @@ import numpy as np
 
 D, HEADS, FILTER, SHARDS, SPACES = 32, 2, 64, 3, 32
 # Reserved ids, then word subtokens and the alphabet (tensor2tensor's file order: by count).
+# Each character of every subtoken, the reserved ones' included, is a subtoken of its own, as
+# in a vocabulary tensor2tensor builds, so any text can be spelled (others are escaped).
 SUBTOKENS = (["<pad>", "<EOS>", "a_", "cat_", "the_", "sat_", "on_", "mat_", ".", "_", " "]
-             + list("abcdefghijklmnopqrstuvwxyz.\\;0123456789u_ ,"))
+             + list("abcdefghijklmnopqrstuvwxyz.\\;0123456789u_ ,ABCDEFGHIJKLMNOPQRSTUVWXYZ<>"))
 VOCAB = len(SUBTOKENS)
 
 

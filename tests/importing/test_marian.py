@@ -18,7 +18,6 @@ import pathlib
 import subprocess
 import sys
 
-import h5py
 import numpy as np
 import pytest
 import yaml
@@ -27,6 +26,10 @@ ctranslate2 = pytest.importorskip("ctranslate2")
 
 from conftest import HANG_GUARD_S, one_line_error, run_module  # noqa: E402
 from ctranslate2.converters import MarianConverter  # noqa: E402
+from importing.fine_tuning import (  # noqa: E402
+    fine_tune_one_step_on_both_backends,
+    largest_weight_move,
+)
 from importing.marian_models import (  # noqa: E402
     MarianOptions,
     model_yml,
@@ -235,45 +238,16 @@ def test_the_export_answers_as_the_decoder_and_the_run_fine_tunes(opus_mt_import
         f"target_vocabulary={data / 'translate_text_files.target.spm.model'},"
         f"num_train_shards=1")
     assert generated.returncode == 0, generated.stderr
-    fine_tune = ["--problem=translate_text_files", f"--data_dir={tmp_path / 'data'}",
-                 f"--warm_start_from={run}", "--hparams=batch_size=1024", "--train_steps=1",
-                 "--schedule=train"]
-    on_jax = subprocess.Popen(
-        [sys.executable, "-m", "t2t_repro.trainer", *fine_tune,
-         f"--output_dir={tmp_path / 'tuned_jax'}"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env=dict(os.environ, KERAS_BACKEND="jax", TF_CPP_MIN_LOG_LEVEL="2"))
-    tuned = run_module("t2t_repro.trainer", *fine_tune, f"--output_dir={tmp_path / 'tuned'}")
-    assert tuned.returncode == 0, tuned.stderr
-    _, errors = on_jax.communicate(timeout=HANG_GUARD_S)
-    assert on_jax.returncode == 0, errors
-    # Both backends start from the imported weights: one Adam step at the warm-up's first
-    # learning rate (7e-7) moves a weight by about that, where a fresh model would differ by
-    # its initialisation's scale.
-    for tuned_run in ("tuned", "tuned_jax"):
-        moves = _weight_moves(run / "ckpt-0.weights.h5", tmp_path / tuned_run / "ckpt-1.weights.h5")
-        assert 0 < max(moves) <= 1e-5, (tuned_run, max(moves))
+    runs = fine_tune_one_step_on_both_backends(
+        run, ["--problem=translate_text_files", f"--data_dir={tmp_path / 'data'}"], tmp_path)
+    for backend, tuned_run in runs.items():
+        move = largest_weight_move(run / "ckpt-0.weights.h5", tuned_run / "ckpt-1.weights.h5")
+        assert 0 < move <= 1e-5, (backend, move)
 
     output, errors = serving.communicate(timeout=HANG_GUARD_S)
     assert serving.returncode == 0, errors
     answers = json.loads(output)
     assert answers["signatures"]["serving_default"]["outputs"] == decoded.stdout.splitlines()
-
-
-def _weight_moves(start, tuned):
-    """The largest change of each model weight (optimizer slots aside) between two Keras
-    checkpoints of the same model."""
-    def model_weights(path):
-        arrays = {}
-        with h5py.File(path, "r") as f:
-            f.visititems(lambda name, item: arrays.__setitem__(name, item[()])
-                         if isinstance(item, h5py.Dataset) and not name.startswith("optimizer")
-                         else None)
-        return arrays
-
-    before, after = model_weights(start), model_weights(tuned)
-    assert before.keys() == after.keys()
-    return [float(np.max(np.abs(after[name] - before[name]))) for name in before]
 
 
 # --- Bad input --------------------------------------------------------------------------------

@@ -3,10 +3,14 @@ equations compute: checkpoints written here under tensor2tensor's exact variable
 shapes (random values, the embedding in row shards, post-norm transformer_base_v1 and pre-norm
 current transformer_base) give logits equal to a NumPy forward pass written from
 tensor2tensor's code (independent of our Keras model) within 1e-5. The SubwordTextEncoder
-vocabulary encodes and decodes as tensor2tensor's does. Another model's checkpoint and a
-missing vocabulary are one-line errors naming the file, with nothing written."""
+vocabulary encodes and decodes as tensor2tensor's does. The imported run decodes as the NumPy
+pass does greedily, and fine-tunes on a corpus encoded with its vocabulary on both backends.
+Another model's checkpoint, a missing vocabulary and vocabularies of two formats are one-line
+errors naming the file, with nothing written."""
 
+import json
 import math
+import os
 
 import numpy as np
 import pytest
@@ -179,13 +183,8 @@ def numpy_greedy(variables, pre_norm, layers, inputs, max_length):
     return outputs
 
 
-def test_the_imported_run_decodes_as_the_equations_greedily(vocab_file, tmp_path):
-    """The command's run folder, through the decoder command (beam 1), gives the greedy
-    outputs of the NumPy forward pass."""
-    from t2t_repro.data.tensor2tensor_subwords import Tensor2TensorSubwords
-
-    pre_norm, layers = VARIANTS["post-norm transformer_base_v1"]
-    variables = t2t_variables(pre_norm, layers, seed=5)
+def imported_run(variables, vocab_file, tmp_path):
+    """The import command's run folder (`tmp_path/run`) of a checkpoint of `variables`."""
     checkpoint = write_checkpoint(variables, str(tmp_path / "t2t"))
     run = tmp_path / "run"
     imported = run_module(
@@ -193,6 +192,17 @@ def test_the_imported_run_decodes_as_the_equations_greedily(vocab_file, tmp_path
         f"--vocab_file={vocab_file}", f"--num_heads={HEADS}", "--source_language=en",
         "--target_language=de", f"--output_dir={run}")
     assert imported.returncode == 0, imported.stderr
+    return run
+
+
+def test_the_imported_run_decodes_as_the_equations_greedily(vocab_file, tmp_path):
+    """The command's run folder, through the decoder command (beam 1), gives the greedy
+    outputs of the NumPy forward pass."""
+    from t2t_repro.data.tensor2tensor_subwords import Tensor2TensorSubwords
+
+    pre_norm, layers = VARIANTS["post-norm transformer_base_v1"]
+    variables = t2t_variables(pre_norm, layers, seed=5)
+    run = imported_run(variables, vocab_file, tmp_path)
     texts = ["the cat sat on the mat.", "a cat sat.", "on the mat"]
     source = tmp_path / "source.en"
     source.write_text("".join(text + "\n" for text in texts), encoding="utf-8")
@@ -207,3 +217,68 @@ def test_the_imported_run_decodes_as_the_equations_greedily(vocab_file, tmp_path
         expected.append(vocabulary.decode(
             numpy_greedy(variables, pre_norm, layers, inputs, len(inputs) + 4)))
     assert decoded.stdout.splitlines() == expected
+
+
+CORPUS = ["the cat sat on the mat.", "a cat sat.", "on the mat", "the mat sat on a cat.",
+          "a cat, the cat.", "the cat sat 2 mats."]
+
+
+def write_corpus(folder):
+    """CORPUS as parallel train and eval files (the same lines each side: a copy task)."""
+    folder.mkdir()
+    for side in ("en", "de"):
+        (folder / f"train.{side}").write_text("".join(line + "\n" for line in CORPUS * 4),
+                                              encoding="utf-8")
+    return (f"train_source={folder / 'train.en'},train_target={folder / 'train.de'},"
+            f"eval_source={folder / 'train.en'},eval_target={folder / 'train.de'},"
+            f"source_language=en,target_language=de,shared_vocabulary=false,num_train_shards=1")
+
+
+def test_the_imported_run_fine_tunes_on_a_corpus_in_its_own_vocabulary(vocab_file, tmp_path):
+    """Datagen encodes a new corpus with the run's tensor2tensor vocabulary (given as
+    source_vocabulary/target_vocabulary), and --warm_start_from fine-tunes the run on it, on
+    TensorFlow and on JAX, from the imported weights."""
+    from importing.fine_tuning import fine_tune_one_step_on_both_backends, largest_weight_move
+    from t2t_repro.data.records import read_shards
+    from t2t_repro.data.tensor2tensor_subwords import Tensor2TensorSubwords
+
+    run = imported_run(t2t_variables(True, (1, 2), seed=8), vocab_file, tmp_path)
+    vocabularies = {side: run / "data" / f"translate_text_files.{side}.subwords"
+                    for side in ("source", "target")}
+    data = tmp_path / "data"
+    generated = run_module(
+        "t2t_repro.datagen", "--problem=translate_text_files", f"--data_dir={data}",
+        f"--data_hparams={write_corpus(tmp_path / 'corpus')},"
+        f"source_vocabulary={vocabularies['source']},target_vocabulary={vocabularies['target']}")
+    assert generated.returncode == 0, generated.stderr
+    metadata = json.loads((data / "translate_text_files.datagen.json").read_text())
+    assert metadata["vocabulary_format"] == "tensor2tensor_subwords"
+    vocabulary = Tensor2TensorSubwords(vocab_file)
+    first = next(read_shards(sorted(map(str, data.glob("translate_text_files-eval-*"))))
+                 .as_numpy_iterator())
+    assert list(first["inputs"]) == vocabulary.encode(CORPUS[0]) + [1]  # in its subtokens
+
+    runs = fine_tune_one_step_on_both_backends(
+        run, ["--problem=translate_text_files", f"--data_dir={data}"], tmp_path)
+    for backend, tuned_run in runs.items():
+        move = largest_weight_move(run / "ckpt-0.weights.h5", tuned_run / "ckpt-1.weights.h5")
+        assert 0 < move <= 1e-5, (backend, move)
+
+
+def test_vocabularies_of_two_formats_or_an_unreadable_one_are_one_line_errors(vocab_file,
+                                                                             tmp_path):
+    """Nothing is written: both are found before datagen writes a file."""
+    corpus = write_corpus(tmp_path / "corpus")
+    not_subwords = tmp_path / "words.subwords"
+    not_subwords.write_text("the\ncat\n", encoding="utf-8")
+    cases = [(f"source_vocabulary={vocab_file}",
+              f"source_vocabulary={vocab_file} is a tensor2tensor vocabulary, so the other "
+              f"side's must be one too: give target_vocabulary="),
+             (f"source_vocabulary={not_subwords},target_vocabulary={vocab_file}",
+              f"source_vocabulary={not_subwords} is not a tensor2tensor subword vocabulary")]
+    for given, named in cases:
+        line = one_line_error(run_module(
+            "t2t_repro.datagen", "--problem=translate_text_files",
+            f"--data_dir={tmp_path / 'data'}", f"--data_hparams={corpus},{given}"))
+        assert named in line
+        assert not (tmp_path / "data").exists() or not os.listdir(tmp_path / "data")
