@@ -1,6 +1,8 @@
 """Decoding in less than 32 bits: a copy of a trained model that computes in bfloat16, or whose
 dense layers hold int8 weights (Keras's weight quantization)."""
 
+import contextlib
+import gc
 import warnings
 
 import keras
@@ -28,7 +30,22 @@ def model_in_precision(model, precision):
                        dtype=policy).build_weights()
     copy.set_weights(model.get_weights())
     if precision == "int8":
-        with warnings.catch_warnings():  # one per layer Keras leaves as it is (norms, embedding)
+        with warnings.catch_warnings(), one_garbage_collection():
+            # A warning per layer Keras leaves as it is (norms, embedding).
             warnings.filterwarnings("ignore", message="Layer .* does not have a `quantize`")
             copy.quantize("int8")
     return copy
+
+
+@contextlib.contextmanager
+def one_garbage_collection():
+    """Keras runs a full garbage collection for every float kernel a quantized layer drops
+    (to free its device buffer), which costs seconds per layer in a process holding much; one
+    collection at the end frees the same buffers."""
+    collect = gc.collect
+    gc.collect = lambda generation=2: 0
+    try:
+        yield
+    finally:
+        gc.collect = collect
+        gc.collect()
