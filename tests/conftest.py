@@ -27,7 +27,8 @@ SLOW_FILES_FIRST = (
     "training/test_multi_worker_training.py", "test_trainer.py", "test_warm_start.py",
     "test_decoder_scoring.py", "serving/test_ctranslate2_model.py",
     "training/test_precision_and_faults.py", "importing/test_marian.py", "test_decoder.py",
-    "test_trainer_real_problems.py", "test_trainer_early_stopping.py", "test_decoder_input.py",
+    "importing/test_tensor2tensor.py", "test_trainer_real_problems.py",
+    "test_trainer_early_stopping.py", "test_decoder_input.py",
     "test_paper.py", "training/test_distribution.py", "test_trainer_packed.py",
     "test_commands_start.py",
 )
@@ -39,6 +40,19 @@ def pytest_collection_modifyitems(items):
         return SLOW_FILES_FIRST.index(path) if path in SLOW_FILES_FIRST else len(SLOW_FILES_FIRST)
 
     items.sort(key=rank)  # stable: the rest keep their order
+
+
+def pytest_collection_finish(session):
+    """Moves what importing the test modules made (TensorFlow's and Keras's ~400,000 objects)
+    out of the garbage collector's sight: each full collection in a long-lived worker (Keras
+    runs one at every clear_session and every variable a layer drops) then walks only what
+    the tests made since."""
+    import gc
+
+    import keras  # noqa: F401 - its backend's objects are among the frozen
+
+    gc.collect()
+    gc.freeze()
 
 
 # A bound for hangs only: a test process that has not ended in this long has hung. It is far
