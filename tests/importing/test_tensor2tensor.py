@@ -195,9 +195,9 @@ def imported_run(variables, vocab_file, tmp_path):
     return run
 
 
-def test_the_imported_run_decodes_as_the_equations_greedily(vocab_file, tmp_path):
-    """The command's run folder, through the decoder command (beam 1), gives the greedy
-    outputs of the NumPy forward pass."""
+def test_the_imported_run_decodes_and_scores_as_the_equations(vocab_file, tmp_path):
+    """The command's run folder, through the decoder command, gives the greedy outputs (beam
+    1) and the scores of given translations (--score_file) of the NumPy forward pass."""
     from t2t_repro.data.tensor2tensor_subwords import Tensor2TensorSubwords
 
     pre_norm, layers = VARIANTS["post-norm transformer_base_v1"]
@@ -217,6 +217,28 @@ def test_the_imported_run_decodes_as_the_equations_greedily(vocab_file, tmp_path
         expected.append(vocabulary.decode(
             numpy_greedy(variables, pre_norm, layers, inputs, len(inputs) + 4)))
     assert decoded.stdout.splitlines() == expected
+
+    # A random model's greedy outputs repeat one subtoken; scores of given translations are
+    # sums over every logit's normalizer, so they check the whole forward pass per sentence.
+    pairs = list(zip(texts, ["the mat sat.", "a cat sat on the mat.", "the cat, on a mat 2."]))
+    score_file = tmp_path / "pairs.tsv"
+    score_file.write_text("".join(f"{en}\t{de}\n" for en, de in pairs), encoding="utf-8")
+    scored = run_module("t2t_repro.decoder", f"--output_dir={run}", f"--score_file={score_file}")
+    assert scored.returncode == 0, scored.stderr
+    expected_scores = []
+    for text, translation in pairs:
+        inputs = np.array(vocabulary.encode(text) + [1])
+        targets = np.array(vocabulary.encode(translation) + [1])
+        logits = numpy_logits(variables, pre_norm, layers, inputs, targets)
+        log_probs = logits - np.logaddexp.reduce(logits, axis=-1, keepdims=True)
+        expected_scores.append((log_probs[np.arange(len(targets)), targets].sum(), len(targets)))
+    ours = [line.split("\t") for line in scored.stdout.splitlines()]
+    assert [int(count) for _, count in ours] == [count for _, count in expected_scores]
+    differences = [abs(float(score) - expected_score)
+                   for (score, _), (expected_score, _) in zip(ours, expected_scores)]
+    print(f"scores {[score for score, _ in ours]}: largest difference {max(differences):.1e}")
+    assert max(differences) <= 1e-4, list(zip(ours, expected_scores))
+    assert len({round(score, 3) for score, _ in expected_scores}) == len(pairs)
 
 
 CORPUS = ["the cat sat on the mat.", "a cat sat.", "on the mat", "the mat sat on a cat.",
