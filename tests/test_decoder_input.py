@@ -15,18 +15,23 @@ AWKWARD = b"1 2\r3\n4\r\n5\xe2\x80\xa86\n7"
 AWKWARD_LINE_COUNT = 4
 
 
-@pytest.fixture(scope="module")
-def reverse_run(tmp_path_factory):
-    """transformer_tiny trained 2 steps on algorithmic_reverse: enough to decode with."""
-    output_dir = tmp_path_factory.mktemp("decoder_input") / "run"
+def tiny_reverse_run(tmp_path_factory, name, hparams):
+    """transformer_tiny with `hparams` trained 2 steps on algorithmic_reverse: enough to
+    decode with."""
+    output_dir = tmp_path_factory.mktemp(name) / "run"
     result = run_module(
         "t2t_repro.trainer", "--problem=algorithmic_reverse", "--hparams_set=transformer_tiny",
-        "--hparams=batch_size=256,max_length=24,num_hidden_layers=1",
-        f"--output_dir={output_dir}",
-        "--train_steps=2", "--save_checkpoints_steps=2", "--schedule=train",
+        f"--hparams={hparams}", f"--output_dir={output_dir}", "--train_steps=2",
+        "--save_checkpoints_steps=2", "--schedule=train",
     )
     assert result.returncode == 0, result.stderr
     return output_dir
+
+
+@pytest.fixture(scope="module")
+def reverse_run(tmp_path_factory):
+    return tiny_reverse_run(tmp_path_factory, "decoder_input",
+                            "batch_size=256,max_length=24,num_hidden_layers=1")
 
 
 def run_decoder(output_dir, *args, **kwargs):
@@ -75,16 +80,9 @@ def test_a_stdin_line_the_problem_cannot_encode_is_reported_and_skipped(reverse_
 
 @pytest.fixture(scope="module")
 def learned_positions_run(tmp_path_factory):
-    """A learned-position model whose table holds 8 positions, trained 2 steps."""
-    output_dir = tmp_path_factory.mktemp("decoder_input_learned") / "run"
-    result = run_module(
-        "t2t_repro.trainer", "--problem=algorithmic_reverse", "--hparams_set=transformer_tiny",
-        "--hparams=batch_size=256,max_length=8,position_encoding=learned",
-        f"--output_dir={output_dir}", "--train_steps=2", "--save_checkpoints_steps=2",
-        "--schedule=train",
-    )
-    assert result.returncode == 0, result.stderr
-    return output_dir
+    """A learned-position model whose table holds 8 positions."""
+    return tiny_reverse_run(tmp_path_factory, "decoder_input_learned",
+                            "batch_size=256,max_length=8,position_encoding=learned")
 
 
 def test_a_file_line_longer_than_the_position_table_stops_before_decoding(
