@@ -9,6 +9,8 @@ import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+# As every command sets it (`quiet_tensorflow.import_tensorflow`): oneDNN on any CPU.
+os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
 # As `python -m t2t_repro.paper` sets it: Table 1's memory column needs the allocator's peak,
 # which the default CPU allocator does not track on every CPU.
 os.environ.setdefault("TF_CPU_ALLOCATOR_USE_BFC", "true")

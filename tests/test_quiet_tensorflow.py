@@ -1,6 +1,7 @@
 """Entry points start without TensorFlow's C++ start-up lines that read like failures on a
 machine without a GPU, and without hiding anything else printed meanwhile."""
 
+import os
 import subprocess
 import sys
 
@@ -48,5 +49,26 @@ def test_a_failed_cuinit_shows_when_a_cuda_driver_is_installed():
     assert without_startup_noise(ABSL_PREAMBLE + NO_DRIVER + CUINIT) == ""
 
 
-def test_the_onednn_notice_of_avx512_machines_is_noise():
+def onednn_on_after_import(environment):
+    """Whether TensorFlow's oneDNN kernels are on in a process that started with
+    `environment` and imported TensorFlow as the commands do."""
+    code = ("from t2t_repro.cli.quiet_tensorflow import import_tensorflow\n"
+            "import_tensorflow()\n"
+            "from tensorflow.python.util import _pywrap_util_port\n"
+            "print(_pywrap_util_port.IsMklEnabled())\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            env=environment)
+    assert result.returncode == 0, result.stderr
+    return {"True": True, "False": False}[result.stdout.strip()]
+
+
+def test_the_commands_turn_onednn_on_on_any_cpu_unless_told_otherwise():
+    """TensorFlow's own default leaves it off on CPUs without AVX-512."""
+    environment = {name: value for name, value in os.environ.items()
+                   if name != "TF_ENABLE_ONEDNN_OPTS"}
+    assert onednn_on_after_import(environment)
+    assert not onednn_on_after_import(dict(environment, TF_ENABLE_ONEDNN_OPTS="0"))
+
+
+def test_the_onednn_notice_is_noise():
     assert without_startup_noise(ONEDNN_ON + REAL_ERROR + ONEDNN_ON) == REAL_ERROR
