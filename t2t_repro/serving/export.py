@@ -54,7 +54,7 @@ class TextToTextModule(tf.Module):
             input_signature=[spec, tf.TensorSpec([None], tf.string, name="targets")])
 
     def _best(self, inputs):
-        beams = self._beams(inputs)
+        beams = self.beams(inputs)  # the traced search, called: not traced a second time
         return {"outputs": beams["outputs"][:, 0], "scores": beams["scores"][:, 0]}
 
     def _beams(self, inputs):
