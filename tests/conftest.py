@@ -152,6 +152,30 @@ def _origin_checkout():
     return origin if result.returncode == 0 and origin.is_absolute() else None
 
 
+def made_once(tmp_path_factory, name, make):
+    """A folder `name` that `make(folder)` fills once for the whole test run. Under pytest-xdist
+    every worker would otherwise build a session fixture of its own: here the first worker to
+    ask builds it in the run's shared temporary folder while the others wait on a lock, then
+    all read it. A build that failed is started again by the next worker to ask."""
+    import shutil
+
+    import filelock
+
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        folder = tmp_path_factory.mktemp(name)
+        make(folder)
+        return folder
+    root = tmp_path_factory.getbasetemp().parent  # this run's, shared by its workers
+    folder, complete = root / name, root / f"{name}.complete"
+    with filelock.FileLock(str(root / f"{name}.lock")):
+        if not complete.exists():
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir()
+            make(folder)
+            complete.touch()
+    return folder
+
+
 @pytest.fixture(scope="session")
 def shared_data_dir():
     """The project's real data: wherever T2T_TEST_DATA points, else `../shared/data` beside
@@ -193,29 +217,31 @@ MULTI30K_DATA_HPARAMS = "vocab_size=8000,num_train_shards=4"
 
 @pytest.fixture(scope="session")
 def ende_data_dir(multi30k_tmp_dir, tmp_path_factory):
-    """translate_ende generated once for the session from `multi30k_tmp_dir` (8k vocabulary)."""
+    """translate_ende generated once for the test run from `multi30k_tmp_dir` (8k vocabulary)."""
     from problems.translate_ende import TranslateEnde
 
-    data_dir = tmp_path_factory.mktemp("ende_data")
-    problem = TranslateEnde(data_dir=str(data_dir), data_hparams=MULTI30K_DATA_HPARAMS)
-    problem.generate_data(str(multi30k_tmp_dir), download=False)
-    return data_dir
+    def generate(data_dir):
+        problem = TranslateEnde(data_dir=str(data_dir), data_hparams=MULTI30K_DATA_HPARAMS)
+        problem.generate_data(str(multi30k_tmp_dir), download=False)
+
+    return made_once(tmp_path_factory, "ende_data", generate)
 
 
 @pytest.fixture(scope="session")
 def ende_run(ende_data_dir, tmp_path_factory):
     """transformer_tiny trained 100 steps on translate_ende (Multi30k), checkpoints at 50 and
-    100, once for the session: the decoder's and the exporter's tests read it, and write only
+    100, once for the test run: the decoder's and the exporter's tests read it, and write only
     into folders of their own (the exporter's versions under its export/ and ctranslate2/)."""
-    output_dir = tmp_path_factory.mktemp("ende_run") / "run"
-    result = run_module(
-        "t2t_repro.trainer", "--problem=translate_ende", "--hparams_set=transformer_tiny",
-        "--hparams=batch_size=1024,max_length=64", f"--data_dir={ende_data_dir}",
-        f"--output_dir={output_dir}", "--train_steps=100", "--save_checkpoints_steps=50",
-        "--schedule=train", "--random_seed=1",
-    )
-    assert result.returncode == 0, result.stderr
-    return output_dir
+    def train(folder):
+        result = run_module(
+            "t2t_repro.trainer", "--problem=translate_ende", "--hparams_set=transformer_tiny",
+            "--hparams=batch_size=1024,max_length=64", f"--data_dir={ende_data_dir}",
+            f"--output_dir={folder / 'run'}", "--train_steps=100", "--save_checkpoints_steps=50",
+            "--schedule=train", "--random_seed=1",
+        )
+        assert result.returncode == 0, result.stderr
+
+    return made_once(tmp_path_factory, "ende_run", train) / "run"
 
 
 @contextlib.contextmanager
