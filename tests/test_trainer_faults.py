@@ -24,7 +24,7 @@ from test_trainer import TINY_RUN, run_trainer
 KILL_RUN = [
     "--problem=algorithmic_copy", "--hparams_set=transformer_tiny",
     "--hparams=batch_size=256,max_length=24,hidden_size=256,filter_size=2048,num_hidden_layers=1",
-    "--eval_decode_examples=0", "--log_every=5", "--eval_every=100000",
+    "--eval_decode_examples=0", "--eval_steps=2", "--log_every=5", "--eval_every=100000",
     "--save_checkpoints_steps=3", "--keep_checkpoint_max=3", "--train_steps=30",
 ]
 

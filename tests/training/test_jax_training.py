@@ -190,6 +190,7 @@ def test_the_trainer_trains_and_resumes_under_jax_without_tensorflow(tmp_path,
 
     output_dir = tmp_path / "run"
     common = ["--problem=algorithmic_reverse", "--hparams_set=transformer_tiny",
+              "--hparams=num_hidden_layers=1",  # the trainer's mechanics: one layer
               f"--output_dir={output_dir}", "--eval_every=10", "--log_every=10",
               "--random_seed=1", "--eval_decode_examples=0"]
     first = jax_trainer(*common, "--train_steps=20", compilation_cache=compilation_cache)
@@ -236,7 +237,8 @@ def test_early_stopping_under_jax_keeps_the_best_checkpoint_as_under_tensorflow(
     output_dir = tmp_path / "run"
     result = jax_trainer(
         "--problem=algorithmic_copy", "--hparams_set=transformer_tiny",
-        f"--output_dir={output_dir}", "--eval_every=5", "--log_every=5", "--eval_steps=2",
+        "--hparams=num_hidden_layers=1", f"--output_dir={output_dir}", "--eval_every=5",
+        "--log_every=5", "--eval_steps=2",
         "--random_seed=1", "--eval_decode_examples=0", "--train_steps=100",
         "--save_checkpoints_steps=5", "--keep_checkpoint_max=1",
         "--eval_early_stopping_metric=accuracy", "--eval_early_stopping_metric_delta=1",
