@@ -2,10 +2,9 @@
 on a machine without a GPU, keeping everything else it prints. Every `python -m
 t2t_repro.<command>` that needs TensorFlow calls `import_tensorflow()` first.
 
-TensorFlow turns its oneDNN kernels on by default only on CPUs with AVX-512; on an AVX2 CPU
-(2-core AMD EPYC Zen 3, 2026-11-26) they make `bench decode`'s beam search 2.1x faster (48.5 to
-104 tok/s) and `bench train`'s step 1.4x faster (55 to 80 model GFLOP/s), so the commands turn
-them on everywhere unless TF_ENABLE_ONEDNN_OPTS is set.
+TensorFlow turns its oneDNN kernels on by default only on CPUs with AVX-512; on AVX2 CPUs they
+make beam search and the training step markedly faster too (docs/performance.md, "oneDNN on every
+CPU"), so the commands turn them on everywhere unless TF_ENABLE_ONEDNN_OPTS is set.
 
 The lines come from C++ before Python's logging exists, and TF_CPP_MIN_LOG_LEVEL=2 does not stop
 them: absl prints every message (even INFO) until it is initialised, and the cuInit failure is

@@ -238,8 +238,8 @@ def test_early_stopping_under_jax_keeps_the_best_checkpoint_as_under_tensorflow(
     result = jax_trainer(
         "--problem=algorithmic_copy", "--hparams_set=transformer_tiny",
         "--hparams=num_hidden_layers=1", f"--output_dir={output_dir}", "--eval_every=5",
-        "--log_every=5", "--eval_steps=2",
-        "--random_seed=1", "--eval_decode_examples=0", "--train_steps=100",
+        "--log_every=5", "--eval_steps=2", "--random_seed=1", "--eval_decode_examples=0",
+        "--train_steps=100",
         "--save_checkpoints_steps=5", "--keep_checkpoint_max=1",
         "--eval_early_stopping_metric=accuracy", "--eval_early_stopping_metric_delta=1",
         "--eval_early_stopping_steps=10", compilation_cache=compilation_cache)
