@@ -33,6 +33,7 @@ BACKEND_AGNOSTIC = {
     "t2t_repro.errors",
     "t2t_repro.layers",
     "t2t_repro.layers.attention",
+    "t2t_repro.layers.cache_writes",
     "t2t_repro.layers.embedding",
     "t2t_repro.layers.feed_forward",
     "t2t_repro.layers.masks",

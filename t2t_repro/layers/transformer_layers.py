@@ -4,6 +4,7 @@ import keras
 from keras import ops
 
 from t2t_repro.layers.attention import MultiHeadAttention
+from t2t_repro.layers.cache_writes import write_position
 from t2t_repro.layers.feed_forward import PositionwiseFeedForward
 
 
@@ -266,8 +267,8 @@ class TransformerDecoderLayer(_ResidualSublayers):
             nonlocal keys, values
             key, value = self.self_attention.project_key_value(h)
             index = position % ops.shape(keys)[3]
-            keys = ops.slice_update(keys, (0, 0, 0, index, 0), ops.expand_dims(key, 3))
-            values = ops.slice_update(values, (0, 0, 0, index, 0), ops.expand_dims(value, 3))
+            keys = write_position(keys, index, key)
+            values = write_position(values, index, value)
             return self.self_attention.attend_to_projected(
                 h, _merge_slots(keys), _merge_slots(values), self_attention_mask
             )
