@@ -38,12 +38,15 @@ def decoder_lines(problem_flags, output_dir, source_file, *flags):
 
 @pytest.fixture(scope="module")
 def ende(ende_run, ende_data_dir, shared_data_dir, tmp_path_factory):
-    """conftest's ende_run (transformer_tiny trained 100 steps on Multi30k) exported; the first
+    """conftest's ende_run (transformer_tiny trained 100 steps on Multi30k) exported into this
+    module's own folder (the run is shared with other test files and workers); the first
     SENTENCES test_2016_flickr lines, then BLANKS, in a file; and the German references of
     those lines."""
     directory = tmp_path_factory.mktemp("export")
     problem_flags = ["--problem=translate_ende", f"--data_dir={ende_data_dir}"]
+    export_dir = directory / "export"
     exported = run_module("t2t_repro.exporter", *problem_flags, f"--output_dir={ende_run}",
+                          f"--export_dir={export_dir}",
                           DECODE_HPARAMS, f"--max_input_tokens={MAX_INPUT_TOKENS}")
     assert exported.returncode == 0, exported.stderr
     lines = (shared_data_dir / "multi30k_ende" / "test_2016_flickr.en").read_text(
@@ -57,7 +60,7 @@ def ende(ende_run, ende_data_dir, shared_data_dir, tmp_path_factory):
                           encoding="utf-8")
     return {"flags": problem_flags, "run": ende_run, "lines": lines, "references": references,
             "source_file": source_file, "score_file": score_file,
-            "version_dir": ende_run / "export" / "100"}
+            "version_dir": export_dir / "100"}
 
 
 @pytest.fixture(scope="module")
@@ -147,7 +150,8 @@ def test_an_input_longer_than_the_limit_is_an_error_naming_it(ende_answers):
 
 def test_a_version_is_never_overwritten(ende):
     saved = (ende["version_dir"] / "saved_model.pb").read_bytes()
-    again = run_module("t2t_repro.exporter", *ende["flags"], f"--output_dir={ende['run']}")
+    again = run_module("t2t_repro.exporter", *ende["flags"], f"--output_dir={ende['run']}",
+                       f"--export_dir={ende['version_dir'].parent}")
     assert again.returncode != 0
     assert f"{ende['version_dir']} already exists" in again.stderr
     assert (ende["version_dir"] / "saved_model.pb").read_bytes() == saved
@@ -187,7 +191,7 @@ def test_the_served_export_answers_as_the_decoder_cli(ende):
 
     expected = decoder_lines(ende["flags"], ende["run"], ende["source_file"])
     requests = [ende["lines"][start:start + 4] for start in range(0, SENTENCES, 4)]
-    with LocalServer([f"--export_dir={ende['run'] / 'export'}", "--model_name=ende"]) as server:
+    with LocalServer([f"--export_dir={ende['version_dir'].parent}", "--model_name=ende"]) as server:
         assert server.version == "100"
         with ThreadPoolExecutor(len(requests)) as pool:
             answers = pool.map(lambda texts: predict(server.url, "ende", texts), requests)
@@ -202,7 +206,7 @@ def test_the_server_answers_the_score_signature_as_query_score_prints_it(ende):
     from t2t_repro.serving.local_server import LocalServer
 
     expected = decoder_scores(ende)
-    with LocalServer([f"--export_dir={ende['run'] / 'export'}", "--model_name=ende"]) as server:
+    with LocalServer([f"--export_dir={ende['version_dir'].parent}", "--model_name=ende"]) as server:
         query = ["t2t_repro.query", f"--server={server.url}", "--model_name=ende", "--score"]
         served = run_module(*query, f"--inputs_file={ende['score_file']}", "--batch_size=5")
         malformed = run_module(*query, input=f"{ende['lines'][0]}\t{ende['references'][0]}\n"
@@ -315,8 +319,9 @@ def test_flags_that_disagree_with_the_run_are_an_error_naming_both(ende, tmp_pat
 
 def test_a_sampling_export_is_refused(ende, tmp_path):
     refused = run_module("t2t_repro.exporter", f"--output_dir={ende['run']}",
+                         f"--export_dir={tmp_path / 'export'}",
                          "--decode_hparams=beam_size=1,sampling_method=random", "--version=9")
     assert refused.returncode == 1
     assert ("error: an export runs beam or greedy search; sampling_method=random is the "
             "decoder's only (python -m t2t_repro.decoder)." in refused.stderr.splitlines())
-    assert not (ende["run"] / "export" / "9").exists()
+    assert not (tmp_path / "export").exists()
