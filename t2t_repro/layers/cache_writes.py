@@ -34,7 +34,9 @@ def write_position(cache, index, new):
 
 
 def _tensorflow_graph_outside_xla():
-    """Whether this is TensorFlow tracing a graph that XLA will not compile."""
+    """Whether this is TensorFlow tracing a graph that XLA will not compile. TensorFlow has no
+    public way to ask; `tf.function(jit_compile=True)` traces inside the XLA context that its
+    private `control_flow_util` checks (as its own while loops do)."""
     import keras
 
     if keras.backend.backend() != "tensorflow":
