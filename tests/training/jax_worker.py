@@ -13,7 +13,9 @@ union (`union_*`). From that checkpoint's weights this writes to OUTPUT_DIR/resu
   to clip_norm;
 - two_devices_*: after one update on the union split over 2 devices by `DataParallel`;
 - packed_*: after one update on the union's pairs packed into rows (`packed_*` in CASES.npz,
-  the keys of `pair_packing.PACKED_KEYS`).
+  the keys of `pair_packing.PACKED_KEYS`);
+- ynnpack_fusions: how many YNNPACK fusions XLA compiles into the step's update on the union,
+  as the train step jits it (`compiler_options`) and as a plain `jax.jit` would.
 """
 
 import os
@@ -45,6 +47,16 @@ def one_update(model, batches, **options):
     return stats.loss_sum / stats.target_tokens, [np.asarray(w) for w in model.get_weights()]
 
 
+def ynnpack_fusions(model, batch):
+    """[in the train step's compiled update, in the same update under a plain jax.jit]."""
+    step = JaxTrainStep(model, model_hparams.label_smoothing)
+    arguments = ([v.value for v in model.trainable_variables],
+                 [v.value for v in model.non_trainable_variables],
+                 [v.value for v in model.optimizer.variables], None, batch, np.float32(1))
+    return [jitted.lower(*arguments).compile().as_text().count("__ynn_fusion")
+            for jitted in (step._update, jax.jit(step._apply_update))]
+
+
 def restored_model():
     model = new_model(model_hparams)
     model.load_weights(str(cases["checkpoint"]))
@@ -59,6 +71,7 @@ union = batch(cases, "union")
 
 model = restored_model()
 results["logits"] = keras.ops.convert_to_numpy(model(union[0], training=False))
+results["ynnpack_fusions"] = ynnpack_fusions(model, union)
 loss, weights = one_update(model, [union])
 model.save_weights(os.path.join(output_dir, "jax-step.weights.h5"))
 results["one_step_loss"] = loss

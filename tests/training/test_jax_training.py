@@ -97,6 +97,15 @@ def test_jax_reads_a_tensorflow_checkpoint_with_identical_logits(jax_results):
     assert np.abs(logits - jax_results["results"]["logits"]).max() < TOLERANCE
 
 
+def test_the_jax_train_step_compiles_without_ynnpack_fusions(jax_results):
+    """They keep extra vocabulary-wide copies of the logits' gradient alive on CPUs
+    (`training/jax/compiler_options.py`); the plain jit of the same update shows the option
+    is what removes them."""
+    in_train_step, under_plain_jit = jax_results["results"]["ynnpack_fusions"]
+    assert in_train_step == 0
+    assert under_plain_jit > 0
+
+
 @pytest.mark.parametrize("jax_case", ["one_step", "two_devices"])
 def test_one_adam_step_under_jax_equals_one_under_tensorflow(jax_results, jax_case):
     """The same batch from the same weights: loss and weights after one update agree, on one

@@ -17,6 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from t2t_repro.hparams import HParamsError
+from t2t_repro.training.jax.compiler_options import train_step_jit_options
 from t2t_repro.training.losses import smoothed_loss_and_nll, token_mask
 from t2t_repro.training.update_stats import UpdateStats, batch_stats
 
@@ -59,8 +60,10 @@ class JaxTrainStep:
         self.clip_norm = clip_norm
         self.place_batch = place_batch or (lambda batch: batch)
         self._gradients = jax.value_and_grad(self._loss, has_aux=True)
-        self._accumulate = jax.jit(self._accumulate_micro_batch, donate_argnums=(1, 2))
-        self._update = jax.jit(self._apply_update, donate_argnums=(0, 1, 2))
+        self._accumulate = jax.jit(self._accumulate_micro_batch, donate_argnums=(1, 2),
+                                   **train_step_jit_options())
+        self._update = jax.jit(self._apply_update, donate_argnums=(0, 1, 2),
+                               **train_step_jit_options())
 
     def __call__(self, iterator):
         micro_batches = [next(iterator) for _ in range(self.accumulation_steps)]
