@@ -63,6 +63,7 @@ BACKEND_AGNOSTIC = {
     "t2t_repro.training.attention_images",
     "t2t_repro.training.best_checkpoint",
     "t2t_repro.training.checkpoints",
+    "t2t_repro.training.jax.compiler_options",
     "t2t_repro.training.jax.run",
     "t2t_repro.training.jax.train_step",
     "t2t_repro.training.local_evaluation",
