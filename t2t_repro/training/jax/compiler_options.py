@@ -1,10 +1,10 @@
 """XLA compiler options for the jitted train step.
 
 XLA's CPU compiler in jaxlib 0.10 (the version measured) hands dots and the elementwise
-chains around them to YNNPACK fusions by default. In the transformer's train step that keeps
-the probabilities and two copies of the logits' gradient over the whole vocabulary alive at
-once (one transposed for the shared embedding's gradient), about 0.6 GB each on a 4,096-token
-batch with 37,000 pieces. Without those fusions the step's compiled temporaries on
+chains around them to YNNPACK fusions by default. XLA then gives the transformer's train
+step four vocabulary-wide buffers at once: the logits, their softmax and the logits' gradient
+twice (once transposed for the shared embedding's gradient), about 0.6 GB each on a
+4,096-token batch with 37,000 pieces. Without those fusions the step's compiled temporaries on
 `bench packing`'s packed batch are 5.1 GiB instead of 7.2 GiB, and the step is faster
 (figures in docs/performance.md). The option is one of XLA's CPU compiler's; a GPU's compiler
 does not read it.
