@@ -28,6 +28,7 @@ import importlib.util
 import os
 import tempfile
 import time
+from typing import NamedTuple
 
 import numpy as np
 
@@ -56,10 +57,18 @@ def forced_batches(id_lists):
     return batches
 
 
+class TimedDecode(NamedTuple):
+    """A decoding run's figures: output tokens, seconds, the best outputs, and the process's
+    peak resident bytes while it ran."""
+    tokens: int
+    seconds: float
+    outputs: list
+    peak_bytes: int
+
+
 def timed_decode(search, batches):
-    """(output tokens, seconds, best outputs, peak resident bytes of the process meanwhile) for
-    decoding `batches`, after an untimed decode of one batch of each shape the search compiles
-    (rows, and source and output lengths as padded)."""
+    """`TimedDecode` of decoding `batches`, after an untimed decode of one batch of each shape
+    the search compiles (rows, and source and output lengths as padded)."""
     reset_peak()
     shapes = {}
     for source, length in batches:
@@ -73,7 +82,7 @@ def timed_decode(search, batches):
         assert ids.shape[1] == length, "a forced-length decode stopped early"
         outputs += ids.tolist()
     seconds = time.perf_counter() - started
-    return sum(map(len, outputs)), seconds, outputs, peak_bytes()
+    return TimedDecode(sum(map(len, outputs)), seconds, outputs, peak_bytes())
 
 
 def ctranslate2_decode(ct2_dir, tokens, batches):
@@ -100,7 +109,7 @@ def ctranslate2_decode(ct2_dir, tokens, batches):
     outputs = [[ids[token] for token in result.hypotheses[0]] for result in results]
     assert [len(o) for o in outputs] == [length for source, length in batches
                                          for _ in source], "a forced-length decode stopped early"
-    return sum(map(len, outputs)), seconds, outputs, peak_bytes()
+    return TimedDecode(sum(map(len, outputs)), seconds, outputs, peak_bytes())
 
 
 def peer_figures(model, problem, batches, work):

@@ -149,7 +149,7 @@ def main(argv):
                 rows += _variant_rows(f"{set_name} {dtype} {variant}", changed, measured[OURS],
                                       tokens, flops, peak)
     if args.decode_sentences:
-        rows.append(_decode_row(args.data_root, args.decode_sentences, vocab_size, encoded))
+        rows.append(_decode_row(args.decode_sentences, vocab_size, encoded))
     from t2t_repro.bench.report import format_table
 
     title = (f"Training step under JAX on {device} (forward, label-smoothed loss, backward, "
@@ -216,16 +216,17 @@ def _variant_rows(label, changed, plain, tokens, flops, peak):
     return rows
 
 
-def _decode_row(data_root, count, vocab_size, encoded):
-    """Our beam search's output tokens/s on `bench decode`'s protocol, random weights."""
+def _decode_row(count, vocab_size, encoded, hparams_set="transformer_base"):
+    """Our beam search's output tokens/s on `bench decode`'s protocol, random weights, with
+    the process's peak memory while it ran."""
     from t2t_repro.bench.decode import ALPHA, BEAM_SIZE, forced_batches, timed_decode
     from t2t_repro.decoding.transformer_search import TransformerBeamSearch
     from t2t_repro.hparams import create_hparams
     from t2t_repro.models.transformer import Transformer
 
-    model = Transformer(create_hparams("transformer_base"), vocab_size, vocab_size)
+    model = Transformer(create_hparams(hparams_set), vocab_size, vocab_size)
     search = TransformerBeamSearch(model.build_weights(), BEAM_SIZE, ALPHA,
                                    force_max_length=True)
-    decoded_tokens, seconds, _ = timed_decode(search, forced_batches(encoded[:count]))
-    return (f"transformer_base float32: beam-search decoding, {count} newstest2014 sentences",
-            decoded_tokens / seconds, "tok/s", "", None)
+    timed = timed_decode(search, forced_batches(encoded[:count]))
+    return (f"{hparams_set} float32: beam-search decoding, {count} newstest2014 sentences",
+            timed.tokens / timed.seconds, "tok/s", "", None, timed.peak_bytes, None)
