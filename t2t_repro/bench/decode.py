@@ -86,9 +86,8 @@ def timed_decode(search, batches):
 
 
 def ctranslate2_decode(ct2_dir, tokens, batches):
-    """(output tokens, seconds, best outputs as ids, peak resident bytes of the process
-    meanwhile) for CTranslate2 decoding `batches` with beam BEAM_SIZE, each forced to its
-    length as ours is, on every core, after one untimed batch."""
+    """`TimedDecode` (best outputs as ids) of CTranslate2 decoding `batches` with beam
+    BEAM_SIZE, each forced to its length as ours is, on every core, after one untimed batch."""
     import ctranslate2
 
     reset_peak()
@@ -167,22 +166,24 @@ def main(argv):
             model, problem, batches, work)
 
     def rate(measured):
-        return measured[0] / measured[1]
+        return measured.tokens / measured.seconds
 
     ours = {"t2t_repro, as the decoder runs it": cached, "t2t_repro with XLA": cached_xla}
     if isinstance(peers, dict):
         rows = [(name, rate(figures), "tok/s", "CTranslate2 float32", rate(peers["float32"]),
-                 figures[3], peers["float32"][3]) for name, figures in ours.items()]
+                 figures.peak_bytes, peers["float32"].peak_bytes)
+                for name, figures in ours.items()]
         rows.append(("t2t_repro with XLA", rate(cached_xla), "tok/s", "CTranslate2 int8",
-                     rate(peers["int8"]), cached_xla[3], peers["int8"][3]))
+                     rate(peers["int8"]), cached_xla.peak_bytes, peers["int8"].peak_bytes))
         for precision, figures in in_precision.items():
             peer = "int8" if precision == "int8" else "float32"
             rows.append((f"t2t_repro {precision}", rate(figures), "tok/s",
-                         f"CTranslate2 {peer}", rate(peers[peer]), figures[3], peers[peer][3]))
+                         f"CTranslate2 {peer}", rate(peers[peer]), figures.peak_bytes,
+                         peers[peer].peak_bytes))
     else:
         alone = {**ours, **{f"t2t_repro {precision}": figures
                             for precision, figures in in_precision.items()}}
-        rows = [(name, rate(figures), "tok/s", "", None, figures[3], None)
+        rows = [(name, rate(figures), "tok/s", "", None, figures.peak_bytes, None)
                 for name, figures in alone.items()]
     if args.uncached_every:
         sample = batches[:: args.uncached_every]
@@ -191,26 +192,28 @@ def main(argv):
         uncached_sample = timed_decode(search(False), sample)
         rows += [
             ("t2t_repro, host loop", rate(cached_host_loop), "tok/s", "graph loop", rate(cached),
-             cached_host_loop[3], cached[3]),
+             cached_host_loop.peak_bytes, cached.peak_bytes),
             (f"cached vs uncached, {len(sample)} batches", rate(cached_sample), "tok/s",
-             "uncached (full prefix)", rate(uncached_sample), cached_sample[3],
-             uncached_sample[3]),
+             "uncached (full prefix)", rate(uncached_sample), cached_sample.peak_bytes,
+             uncached_sample.peak_bytes),
         ]
     from t2t_repro.bench.report import format_table
 
     title = (f"Beam-search decoding, transformer_base sizes (random weights, the same in every "
              f"row), vocab {problem.target_vocab_size}: first {len(sentences)} newstest2014 "
              f"sentences, batches of {BATCH_SIZE}, beam {BEAM_SIZE}, forced length "
-             f"round(1.1 x longest source) = {cached[0]:,} tokens in {len(batches)} batches")
+             f"round(1.1 x longest source) = {cached.tokens:,} tokens in {len(batches)} "
+             f"batches")
     print(format_table(rows, title))
     if isinstance(peers, dict):
-        same = sum(a == b for a, b in zip(cached[2], peers["float32"][2]))
+        same = sum(a == b for a, b in zip(cached.outputs, peers["float32"].outputs))
         print(f"best hypotheses identical to CTranslate2 float32's on {same} of "
-              f"{len(cached[2])} sentences (equal forced lengths: the ranking is log P alone)")
+              f"{len(cached.outputs)} sentences (equal forced lengths: the ranking is log P "
+              f"alone)")
         for precision, figures in in_precision.items():
-            same = sum(a == b for a, b in zip(figures[2], cached[2]))
+            same = sum(a == b for a, b in zip(figures.outputs, cached.outputs))
             print(f"t2t_repro {precision}: best hypotheses identical to our float32's on "
-                  f"{same} of {len(cached[2])} sentences")
+                  f"{same} of {len(cached.outputs)} sentences")
     else:
         print(f"peer: {peers}")
     if args.uncached_every:
