@@ -74,8 +74,8 @@ class TensorFlowTrainStep:
         # Nothing here branches on a tensor's value, so autograph has nothing to convert; left
         # on, it rewrites this code and Keras's optimizer in every new process, seconds of the
         # first step's tracing.
-        functions = dict(reduce_retracing=True, autograph=False)
-        replica_options = dict(functions, jit_compile=jit_compile)
+        function_options = dict(reduce_retracing=True, autograph=False)
+        replica_options = dict(function_options, jit_compile=jit_compile)
         # With accumulation, the forward and backward pass is traced once and called by both
         # replica functions, so that the model is not traced twice; a single micro-batch's
         # update inlines it (a nested function costs it seconds of graph optimisation).
@@ -83,9 +83,9 @@ class TensorFlowTrainStep:
                                    if accumulation_steps > 1 else self._micro_batch)
         self._replica_accumulate = tf.function(self._accumulate_on_replica, **replica_options)
         self._replica_apply = tf.function(self._apply_on_replica, **replica_options)
-        self._count = tf.function(self._count_global_tokens, **functions)
-        self._accumulate = tf.function(self._distributed_accumulate, **functions)
-        self._apply = tf.function(self._distributed_apply, **functions)
+        self._count = tf.function(self._count_global_tokens, **function_options)
+        self._accumulate = tf.function(self._distributed_accumulate, **function_options)
+        self._apply = tf.function(self._distributed_apply, **function_options)
         # A batch spec with unknown lengths traces the update once for every bucket shape.
         self._trace_ahead = True
 
