@@ -1,10 +1,18 @@
 """The CTranslate2 conversion computes what the Keras model computes: on tiny models trained
 briefly to reverse sequences, CTranslate2's greedy outputs equal ours id for id, so do its
-outputs given target prefixes (greedy and beam 4), and its teacher-forced log-probabilities
-equal ours within 1e-4, for post-norm (sinusoidal positions) and pre-norm (learned positions)
-models, and so do its argmax alignments from the same attention layer and heads, greedy and
-beam 4; a quantized conversion still decodes; an existing
-folder, an unknown quantization or a restricted self-attention model is refused."""
+outputs given target prefixes (greedy; beam 4 up to the searches' known difference below), and
+its teacher-forced log-probabilities equal ours within 1e-4, for post-norm (sinusoidal
+positions) and pre-norm (learned positions) models, and so do its argmax alignments from the
+same attention layer and heads, greedy and beam 4; a quantized conversion still decodes; an
+existing folder, an unknown quantization or a restricted self-attention model is refused.
+
+Beam 4: ours is tensor2tensor's search, which ends a hypothesis when EOS is among a step's
+2 × beam best candidates; CTranslate2's ends one only when EOS is among its beam best. Where a
+hypothesis ending in EOS ranks between the two, CTranslate2 drops an output that scores higher
+than the one it returns. Which models meet that case depends on the CPU that trained them (a
+Zen 5's training of the post-norm model does, on one of 24 prefixed sentences; a Zen 3's did
+not), so beam comparisons require equal outputs except where CTranslate2's own scores rank
+ours higher."""
 
 import numpy as np
 import pytest
@@ -67,6 +75,18 @@ def ids_of(token_list):
     return [int(token[1:-1]) for token in token_list]
 
 
+def differences_ctranslate2_ranks_ours_higher(translator, sources, ours, theirs):
+    """Rows where our output ids (without EOS) differ from CTranslate2's; fails unless
+    CTranslate2's own `score_batch` gives each of ours a log-probability over 1e-3 above its
+    own output's: the one way the two beam searches differ (module docstring)."""
+    differ = [row for row, (our, their) in enumerate(zip(ours, theirs)) if our != their]
+    for row in differ:
+        scores = [sum(result.log_probs) for result in translator.score_batch(
+            [tokens(sources[row])] * 2, [tokens(ours[row]), tokens(theirs[row])])]
+        assert scores[0] > scores[1] + 1e-3, (row, ours[row], theirs[row], scores)
+    return differ
+
+
 @pytest.fixture(scope="module", params=["normalize_first=false",
                                         "normalize_first=true,position_encoding=learned"],
                 ids=["post-norm, sinusoids", "pre-norm, learned positions"])
@@ -127,8 +147,15 @@ def test_target_prefix_outputs_equal_ctranslate2s(converted, beam_size):
         beam_size=beam_size, max_decoding_length=length, length_penalty=0)
     expected = [[int(i) for i in row if i != 0] for row in ours]
     hypotheses = [ids_of(result.hypotheses[0]) for result in theirs]
-    assert [ids + [EOS_ID] if len(ids) < length else ids for ids in hypotheses] == expected
-    assert all(row[: len(prefix)] == prefix for row, prefix in zip(expected, prefixes))
+    if beam_size == 1:
+        assert [ids + [EOS_ID] if len(ids) < length else ids for ids in hypotheses] == expected
+    else:
+        differ = differences_ctranslate2_ranks_ours_higher(
+            converted["translator"], sources, [[i for i in row if i != EOS_ID] for row in expected],
+            hypotheses)
+        assert len(differ) <= len(sources) // 8, differ
+    assert all(row[: len(prefix)] == prefix
+               for row, prefix in zip(expected + hypotheses, prefixes * 2))
     # The prefixes matter: a wrong piece changes what follows.
     unforced = search(sources, np.full(len(sources), length)).best()
     changed = [not np.array_equal(a, b) for a, b in zip(ours, unforced)]
@@ -174,10 +201,14 @@ def test_alignments_equal_ctranslate2s_attention_argmax(converted, tmp_path, lay
         attention = np.array(result.attention[0])[:, : np.count_nonzero(row) - 1]  # no EOS
         their_alignments.append(" ".join(sorted(
             f"{i}-{j}" for j, i in enumerate(attention.argmax(axis=1)))))
-    same_output = [list(row[(row != 0) & (row != EOS_ID)]) == ids_of(result.hypotheses[0])
-                   for row, result in zip(ours, theirs)]
-    assert sum(same_output) == len(sources)
-    assert [" ".join(sorted(line.split())) for line in our_alignments] == their_alignments
+    differ = differences_ctranslate2_ranks_ours_higher(
+        converted["translator"], sources,
+        [[int(i) for i in row if i not in (0, EOS_ID)] for row in ours],
+        [ids_of(result.hypotheses[0]) for result in theirs])
+    assert len(differ) <= (0 if beam == 1 else len(sources) // 8), differ
+    same = [row for row in range(len(sources)) if row not in differ]
+    assert ([" ".join(sorted(our_alignments[row].split())) for row in same]
+            == [their_alignments[row] for row in same])
     # Reversal: most target pieces align with their mirror image in the source.
     mirrored = [sum(int(i) == np.count_nonzero(row) - 2 - int(j)
                     for i, j in (pair.split("-") for pair in line.split()))
@@ -200,8 +231,11 @@ def test_an_int8_conversion_is_ctranslate2s_int8_of_the_float32_model(converted,
                                                compute_type="int8_float32")
     converted_int8 = ctranslate2.Translator(str(tmp_path / "int8"), device="cpu")
     assert converted_int8.compute_type == quantized_at_load.compute_type == "int8_float32"
-    expected = quantized_at_load.translate_batch(sources, beam_size=1, return_scores=True)
-    got = converted_int8.translate_batch(sources, beam_size=1, return_scores=True)
+    # Bounded as our searches are: an int8 output that never ends would run past the learned
+    # position table.
+    settings = {"beam_size": 1, "return_scores": True, "max_decoding_length": MAX_SYMBOLS + 4}
+    expected = quantized_at_load.translate_batch(sources, **settings)
+    got = converted_int8.translate_batch(sources, **settings)
     assert [r.hypotheses for r in got] == [r.hypotheses for r in expected]
     assert [r.scores[0] for r in got] == pytest.approx([r.scores[0] for r in expected], abs=1e-5)
 
