@@ -19,9 +19,12 @@ from t2t_repro.layers.positional import SINUSOID_LAYOUTS
 from t2t_repro.layers.transformer_layers import cached_positions
 
 POSITION_ENCODINGS = ("sinusoidal", "learned")
-# Keras dtype policies the model supports: each keeps its variables float32, so one checkpoint
-# loads under all of them.
+# Keras dtype policies the model trains under: each keeps its variables float32, so one
+# checkpoint loads under all of them.
 DTYPE_POLICIES = ("float32", "mixed_bfloat16", "mixed_float16")
+# A decoding copy (`decoding_copy=True`, `decoding.precision`) may also hold its variables in
+# bfloat16, so that its matmuls read half the bytes; it is never trained or saved.
+DECODING_COPY_DTYPE_POLICIES = (*DTYPE_POLICIES, "bfloat16")
 _CHOICE_HPARAMS = {"position_encoding": POSITION_ENCODINGS, "dtype_policy": DTYPE_POLICIES,
                    "ffn_activation": tuple(FFN_ACTIVATIONS), "sinusoid_layout": SINUSOID_LAYOUTS}
 
@@ -56,8 +59,8 @@ def check_hparam_choices(hparams):
             raise ValueError(f"hparam '{name}' must be one of {choices}, got '{value}'.")
 
 
-def _check_dtype_policy(policy):
-    if policy.name not in DTYPE_POLICIES:
+def _check_dtype_policy(policy, decoding_copy):
+    if policy.name not in (DECODING_COPY_DTYPE_POLICIES if decoding_copy else DTYPE_POLICIES):
         raise ValueError(
             f"Transformer supports the dtype policies {DTYPE_POLICIES}, got '{policy.name}'. "
             f"Variables must stay float32 so that one checkpoint loads under every policy: "
@@ -114,6 +117,8 @@ class Transformer(keras.Model):
             in 16 bits; the variables, the attention softmax, layer normalization and the
             returned logits stay float32. The caller picks it (`hparams.dtype_policy` to train,
             float32 to decode): the weights are float32 either way, so checkpoints interchange.
+        decoding_copy: True for a copy made only to decode (`decoding.precision`), which may
+            also take the `bfloat16` policy (variables in bfloat16 too).
 
     With learned positions (`position_encoding="learned"`, Table 3 row E) a sequence has at
     most `hparams.max_length` positions, the rows of the position table (`max_positions`):
@@ -139,13 +144,14 @@ class Transformer(keras.Model):
     Reference: Vaswani et al., "Attention Is All You Need", 2017.
     """
 
-    def __init__(self, hparams, input_vocab_size, target_vocab_size, **kwargs):
+    def __init__(self, hparams, input_vocab_size, target_vocab_size, decoding_copy=False,
+                 **kwargs):
         if isinstance(hparams, dict):
             hparams = HParams(**hparams)
         hparams = HParams(**{**ADDED_MODEL_HPARAMS, **hparams.values()})
         check_hparam_choices(hparams)
         super().__init__(**kwargs)
-        _check_dtype_policy(self.dtype_policy)
+        _check_dtype_policy(self.dtype_policy, decoding_copy)
         self.hparams = hparams
         self.input_vocab_size = input_vocab_size
         self.target_vocab_size = target_vocab_size

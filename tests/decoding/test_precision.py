@@ -3,6 +3,7 @@ float32 model's function within the precision's rounding, leave the model as it 
 what the precision says (bfloat16 compute; int8 kernels in every Dense layer)."""
 
 import keras
+import ml_dtypes
 import numpy as np
 import pytest
 from keras import ops
@@ -42,9 +43,35 @@ def test_a_copy_computes_the_float32_logits_within_its_rounding(model_and_batch,
     np.testing.assert_array_equal(ops.convert_to_numpy(model(features)), logits)
 
 
-def test_the_copies_hold_their_precision(model_and_batch):
+def test_the_bfloat16_copy_holds_each_weight_rounded_to_bfloat16(model_and_batch):
+    """Round to nearest even, as NumPy's bfloat16 (ml_dtypes) rounds: half the bytes to read."""
     model, _, _ = model_and_batch
-    assert model_in_precision(model, "bfloat16").compute_dtype == "bfloat16"
+    copy = model_in_precision(model, "bfloat16")
+    assert copy.compute_dtype == "bfloat16"
+    def layer_paths(weights):
+        return [weight.path.split("/", 1)[1] for weight in weights]
+
+    assert layer_paths(copy.weights) == layer_paths(model.weights)
+    for ours, theirs in zip(copy.get_weights(), model.get_weights()):
+        assert ours.dtype == ml_dtypes.bfloat16
+        np.testing.assert_array_equal(ours, theirs.astype(ml_dtypes.bfloat16))
+
+
+def test_the_bfloat16_copy_computes_what_mixed_bfloat16_computes(model_and_batch):
+    """mixed_bfloat16 rounds the same float32 weights to bfloat16 at every read, and computes
+    the same operations in the same dtypes: the logits are equal. (Layer normalization's
+    gains and biases are its 1s and 0s here, which bfloat16 holds exactly; trained ones are
+    rounded once in the copy, where mixed_bfloat16 reads them in float32.)"""
+    model, features, _ = model_and_batch
+    mixed = Transformer(model.hparams, VOCAB, VOCAB, dtype="mixed_bfloat16").build_weights()
+    mixed.set_weights(model.get_weights())
+    np.testing.assert_array_equal(
+        ops.convert_to_numpy(model_in_precision(model, "bfloat16")(features)),
+        ops.convert_to_numpy(mixed(features)))
+
+
+def test_the_int8_copy_holds_int8_kernels(model_and_batch):
+    model, _, _ = model_and_batch
     quantized = model_in_precision(model, "int8")
     dense = [layer for layer in quantized._flatten_layers()
              if isinstance(layer, keras.layers.Dense)]
