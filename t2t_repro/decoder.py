@@ -18,7 +18,10 @@ included) and its number of pieces, tab-separated. --checkpoint_path=A,B,... dec
 with an ensemble of several runs or checkpoints (the log of the mean of their probabilities).
 --target_prefix_file (one line per source line; empty: none) makes each output begin with its
 line's pieces; --decode_hparams=beam_size=1,sampling_method=random samples translations,
-reproducibly under --random_seed (see docs/decoding.md).
+reproducibly under --random_seed (see docs/decoding.md). --decode_precision=bfloat16 decodes
+(or scores) with a copy of the weights in bfloat16: faster on CPUs with bfloat16 instructions
+(AVX512_BF16, AMX), slower on others; int8 is Keras's weight quantization
+(docs/performance.md#decoding-in-less-than-32-bits).
 """
 
 import sys
@@ -33,6 +36,7 @@ from t2t_repro.cli import (  # noqa: E402
     ensemble_models, entry_point, output_paths, problem_flags, trained_run)
 from t2t_repro.cli import seed_flag  # noqa: E402,F401 (--random_seed)
 from t2t_repro.decoding import file_decoding  # noqa: E402
+from t2t_repro.decoding.precision import PRECISIONS, model_in_precision  # noqa: E402
 from t2t_repro.errors import ConfigurationError  # noqa: E402
 
 FLAGS = flags.FLAGS
@@ -46,6 +50,9 @@ flags.DEFINE_string("decode_reference", None,
 flags.DEFINE_string("target_prefix_file", None,
                     "Target text aligned with --decode_from_file: each output begins with its "
                     "line's pieces, then the search continues (an empty line: no prefix).")
+flags.DEFINE_enum("decode_precision", "float32", PRECISIONS,
+                  "Decode or score with a copy of the weights computing in this precision "
+                  "(bfloat16: weights and matmuls in bfloat16; int8: int8 dense-layer weights).")
 flags.DEFINE_string("score_file", None,
                     "Score given translations instead of decoding: lines source<TAB>target; "
                     "writes each target's log-probability (nats, EOS included) and its pieces.")
@@ -62,9 +69,10 @@ def score(problem, decode_hparams):
                                  "--decode_from_file or --decode_reference.")
     pairs = file_scoring.read_score_pairs(problem, FLAGS.score_file)
     checkpoint, model = ensemble_models.load_decoding_model(problem, trained_run.resolve_hparams())
+    model = model_in_precision(model, FLAGS.decode_precision)
     file_scoring.check_pair_lengths(model, pairs, FLAGS.score_file,
                                     input_limit(model, FLAGS.max_input_tokens))
-    print(f"Scoring with {checkpoint}.", file=sys.stderr)
+    print(f"Scoring with {checkpoint}, in {FLAGS.decode_precision}.", file=sys.stderr)
     file_scoring.score_file(Scorer(model), pairs, decode_hparams.batch_size,
                             output_path=FLAGS.decode_to_file)
 
@@ -90,6 +98,7 @@ def run():
         prefixes = file_decoding.read_target_prefixes(problem, FLAGS.target_prefix_file,
                                                       len(sources[0]))
     checkpoint, model = ensemble_models.load_decoding_model(problem, hparams)
+    model = model_in_precision(model, FLAGS.decode_precision)
     max_input_tokens = input_limit(model, FLAGS.max_input_tokens)
     aligner = alignment_of(model, problem, decode_hparams)
     if sources is not None:
@@ -100,7 +109,8 @@ def run():
         file_decoding.check_prefix_lengths(search, sources[1], prefixes, FLAGS.target_prefix_file)
     print(f"Decoding with {checkpoint}: beam_size={decode_hparams.beam_size}, "
           f"alpha={decode_hparams.alpha}, extra_length={decode_hparams.extra_length}"
-          f"{file_decoding.sampling_note(decode_hparams)}.", file=sys.stderr)
+          f"{file_decoding.sampling_note(decode_hparams)}, in {FLAGS.decode_precision}.",
+          file=sys.stderr)
     if sources is not None:
         file_decoding.decode_file(problem, search, decode_hparams, *sources,
                                   output_path=FLAGS.decode_to_file, aligner=aligner,

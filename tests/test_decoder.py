@@ -3,6 +3,7 @@ with a reference, stdin, an averaged checkpoint, and the errors that must lose n
 
 import re
 
+import numpy as np
 import pytest
 import sacrebleu
 
@@ -251,3 +252,37 @@ def test_sampling_with_a_beam_is_an_error_saying_what_to_set(ende_data_dir, trai
     assert ("error: sampling_method=random samples one hypothesis per sentence and needs "
             "beam_size=1, got beam_size=4; add beam_size=1 to --decode_hparams."
             in result.stderr.splitlines())
+
+
+def test_decode_precision_decodes_with_the_models_copy_in_that_precision(ende_data_dir,
+                                                                        trained_run, test_files):
+    """--decode_precision=bfloat16 writes the hypotheses and scores that a search over
+    `model_in_precision(model, "bfloat16")` of the same checkpoint finds, and its scores are
+    not float32's (bfloat16 rounds every product to 8 significant bits)."""
+    from t2t_repro.bench.search import load_run
+    from t2t_repro.decoding.file_decoding import read_sources
+    from t2t_repro.decoding.precision import model_in_precision
+    from t2t_repro.decoding.text_decoding import (
+        create_decode_hparams, create_search, decode_id_lists)
+
+    settings = "beam_size=2,alpha=0.6,extra_length=5,return_beams=true"
+    written = {precision: run_decoder(ende_data_dir, trained_run,
+                                      f"--decode_from_file={test_files['en']}",
+                                      f"--decode_hparams={settings}",
+                                      f"--decode_precision={precision}")
+               for precision in ("float32", "bfloat16")}
+    assert written["bfloat16"].returncode == 0, written["bfloat16"].stderr
+    assert "in bfloat16." in written["bfloat16"].stderr
+    problem, model = load_run(trained_run)
+    decode_hparams = create_decode_hparams(problem, settings)
+    search = create_search(model_in_precision(model, "bfloat16"), decode_hparams)
+    outputs = decode_id_lists(search, read_sources(problem, test_files["en"])[1],
+                              decode_hparams.batch_size)
+    scores = {precision: [[float(score) for score in line.split("\t")[1::2]]
+                          for line in result.stdout.splitlines()]
+              for precision, result in written.items()}
+    for line, line_scores, (ids, beam_scores) in zip(
+            written["bfloat16"].stdout.splitlines(), scores["bfloat16"], outputs, strict=True):
+        assert line.split("\t")[::2] == [problem.decode(beam) for beam in ids]
+        np.testing.assert_allclose(line_scores, beam_scores, atol=5e-5)
+    assert scores["bfloat16"] != scores["float32"]

@@ -7,12 +7,14 @@ import warnings
 
 import keras
 
+from t2t_repro.decoding.ensemble import Ensemble
+
 PRECISIONS = ("float32", "bfloat16", "int8")
 
 
 def model_in_precision(model, precision):
     """`model` itself for "float32"; otherwise a copy with its weights that computes in
-    `precision`:
+    `precision` (for an `Ensemble`, an ensemble of its members' copies):
       - "bfloat16": every layer computes in bfloat16, as under Keras's mixed_bfloat16
         policy, but holds its weights in bfloat16 (rounded once instead of at every read, so
         each matmul reads half the bytes: on CPUs with bfloat16 instructions that is what makes
@@ -27,6 +29,9 @@ def model_in_precision(model, precision):
         raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got '{precision}'.")
     if precision == "float32":
         return model
+    if isinstance(model, Ensemble):
+        return Ensemble([model_in_precision(member, precision) for member in model.models],
+                        names=model.names)
     policy = "bfloat16" if precision == "bfloat16" else "float32"
     copy = type(model)(model.hparams, model.input_vocab_size, model.target_vocab_size,
                        decoding_copy=True, dtype=policy).build_weights()

@@ -84,3 +84,15 @@ def test_the_int8_copy_holds_int8_kernels(model_and_batch):
 def test_an_unknown_precision_is_an_error_naming_the_choices(model_and_batch):
     with pytest.raises(ValueError, match="float32, bfloat16, int8"):
         model_in_precision(model_and_batch[0], "float16")
+
+
+def test_an_ensembles_copy_is_the_ensemble_of_its_members_copies(model_and_batch):
+    from t2t_repro.decoding.ensemble import Ensemble
+
+    model, features, _ = model_and_batch
+    copy = model_in_precision(Ensemble([model, model], names=["a", "b"]), "bfloat16")
+    assert isinstance(copy, Ensemble) and copy.names == ["a", "b"]
+    alone = ops.convert_to_numpy(model_in_precision(model, "bfloat16")(features))
+    for member in copy.models:
+        assert member is not model and member.compute_dtype == "bfloat16"
+        np.testing.assert_array_equal(ops.convert_to_numpy(member(features)), alone)
