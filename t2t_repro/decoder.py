@@ -19,8 +19,8 @@ with an ensemble of several runs or checkpoints (the log of the mean of their pr
 --target_prefix_file (one line per source line; empty: none) makes each output begin with its
 line's pieces; --decode_hparams=beam_size=1,sampling_method=random samples translations,
 reproducibly under --random_seed (see docs/decoding.md). --decode_precision=bfloat16 decodes
-(or scores) with a copy of the weights in bfloat16: faster on CPUs with bfloat16 instructions
-(AVX512_BF16, AMX), slower on others; int8 is Keras's weight quantization
+(or scores) with a copy of the weights in bfloat16, which pays on CPUs with bfloat16
+instructions (AVX512_BF16); int8 is Keras's weight quantization, slower than float32 on CPUs
 (docs/performance.md#decoding-in-less-than-32-bits).
 """
 

@@ -15,8 +15,8 @@ In one run, on this machine:
      (whole prefix recomputed each step) and the cached one again on every
      `--uncached_every`-th batch, the same batches for both;
   4. the cached decoder on copies of the model in each of `--precisions`
-     (`decoding.precision`: bfloat16 compute, int8 dense-layer weights), beside CTranslate2
-     float32 and int8 on the same weights.
+     (`decoding.precision`: bfloat16 weights and compute, int8 dense-layer weights), beside
+     CTranslate2 float32 and int8 on the same weights.
 One batch of each compiled shape is decoded untimed first (tracing). Tokens are the best
 hypothesis's output tokens: a batch of 32 sentences forced to length n counts 32·n. Every
 contender runs in this one process; its peak memory is the process's peak resident size while

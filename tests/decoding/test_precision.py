@@ -1,6 +1,6 @@
 """Copies of a model for decoding in less than 32 bits (`decoding.precision`): they compute the
 float32 model's function within the precision's rounding, leave the model as it was, and hold
-what the precision says (bfloat16 compute; int8 kernels in every Dense layer)."""
+what the precision says (bfloat16 weights and compute; int8 kernels in every Dense layer)."""
 
 import keras
 import ml_dtypes
