@@ -34,9 +34,10 @@ from absl import flags  # noqa: E402
 
 from t2t_repro.cli import (  # noqa: E402
     ensemble_models, entry_point, output_paths, problem_flags, trained_run)
+from t2t_repro.cli import precision_flag  # noqa: E402,F401 (--decode_precision)
 from t2t_repro.cli import seed_flag  # noqa: E402,F401 (--random_seed)
 from t2t_repro.decoding import file_decoding  # noqa: E402
-from t2t_repro.decoding.precision import PRECISIONS, model_in_precision  # noqa: E402
+from t2t_repro.decoding.precision import model_in_precision  # noqa: E402
 from t2t_repro.errors import ConfigurationError  # noqa: E402
 
 FLAGS = flags.FLAGS
@@ -50,9 +51,6 @@ flags.DEFINE_string("decode_reference", None,
 flags.DEFINE_string("target_prefix_file", None,
                     "Target text aligned with --decode_from_file: each output begins with its "
                     "line's pieces, then the search continues (an empty line: no prefix).")
-flags.DEFINE_enum("decode_precision", "float32", PRECISIONS,
-                  "Decode or score with a copy of the weights computing in this precision "
-                  "(bfloat16: weights and matmuls in bfloat16; int8: int8 dense-layer weights).")
 flags.DEFINE_string("score_file", None,
                     "Score given translations instead of decoding: lines source<TAB>target; "
                     "writes each target's log-probability (nats, EOS included) and its pieces.")

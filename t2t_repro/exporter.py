@@ -2,13 +2,15 @@
 
     python -m t2t_repro.exporter --output_dir=RUN [--export_format=saved_model] \\
         [--checkpoint_path=RUN/avg] [--export_dir=RUN/export] [--version=N] \\
-        [--decode_hparams="beam_size=4,alpha=0.6,extra_length=50"] [--max_input_tokens=N]
+        [--decode_hparams="beam_size=4,alpha=0.6,extra_length=50"] [--max_input_tokens=N] \\
+        [--decode_precision=bfloat16]
     python -m t2t_repro.exporter --output_dir=RUN --export_format=ctranslate2 \\
         [--export_dir=RUN/ctranslate2] [--quantization=int8] \\
         [--decode_hparams="alignment_layer=-1,alignment_heads=0"]
 
 `saved_model`: a SavedModel that takes text and returns text, in TF Serving's layout; the decode
-hparams are baked into the graph. Serve it with `python -m t2t_repro.serve` or TF Serving.
+hparams are baked into the graph, and with --decode_precision=bfloat16 its weights are bfloat16
+and it decodes and scores as the decoder does with that flag. Serve it with `python -m t2t_repro.serve` or TF Serving.
 `ctranslate2`: CTranslate2's model folder with the problem's sentencepiece model beside it, for
 inference without TensorFlow (`t2t_repro.serving.ctranslate2_model` says how to translate with
 it; needs the `bench` extra). Either is written as `<export_dir>/<version>/` (version: the
@@ -26,6 +28,7 @@ quiet_tensorflow.import_tensorflow()  # before anything imports it: see the modu
 from absl import flags, logging  # noqa: E402
 
 from t2t_repro.cli import entry_point, problem_flags, trained_run  # noqa: E402
+from t2t_repro.cli import precision_flag  # noqa: E402,F401 (--decode_precision)
 from t2t_repro import names  # noqa: E402
 from t2t_repro.errors import ConfigurationError  # noqa: E402
 
@@ -50,12 +53,21 @@ def check_format_flags():
         raise ConfigurationError("--max_input_tokens applies to --export_format=saved_model "
                                  "only; CTranslate2 takes inputs of any length.")
     if FLAGS.export_format == "saved_model" and FLAGS["quantization"].present:
-        raise ConfigurationError("--quantization applies to --export_format=ctranslate2 only.")
+        raise ConfigurationError("--quantization applies to --export_format=ctranslate2 only; "
+                                 "a SavedModel takes --decode_precision.")
+    if FLAGS.export_format == "ctranslate2" and FLAGS["decode_precision"].present:
+        raise ConfigurationError("--decode_precision applies to --export_format=saved_model "
+                                 "only; CTranslate2's weight type is --quantization.")
+    if FLAGS.decode_precision == "int8":
+        raise ConfigurationError("--decode_precision=int8 is the decoder's only: a SavedModel "
+                                 "holds float32 or bfloat16 weights (CTranslate2 exports int8: "
+                                 "--export_format=ctranslate2 --quantization=int8).")
 
 
 def export_saved_model(problem, hparams, checkpoint, model, target):
     import datetime
 
+    from t2t_repro.decoding.precision import model_in_precision
     from t2t_repro.decoding.text_decoding import create_decode_hparams
     from t2t_repro.serving.export import TextToTextModule, write_export
 
@@ -69,18 +81,21 @@ def export_saved_model(problem, hparams, checkpoint, model, target):
         raise ConfigurationError("an export runs beam or greedy search; sampling_method="
                                  f"{decode_hparams.sampling_method} is the decoder's only "
                                  f"(python -m t2t_repro.decoder).")
-    module = TextToTextModule(model, problem, decode_hparams, FLAGS.max_input_tokens)
+    module = TextToTextModule(model_in_precision(model, FLAGS.decode_precision), problem,
+                              decode_hparams, FLAGS.max_input_tokens)
     info = {
         "problem": problem.name,
         "checkpoint": os.path.abspath(checkpoint),
         "hparams": hparams.values(),
         "decode_hparams": decode_hparams.values(),
+        "decode_precision": FLAGS.decode_precision,
         "max_input_tokens": module.max_input_tokens,
         "exported": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
     }
     write_export(module, os.path.dirname(target), int(os.path.basename(target)), info)
     return (f"beam_size={decode_hparams.beam_size}, alpha={decode_hparams.alpha}, extra_length="
-            f"{decode_hparams.extra_length}, max_input_tokens={module.max_input_tokens}")
+            f"{decode_hparams.extra_length}, max_input_tokens={module.max_input_tokens}, "
+            f"in {FLAGS.decode_precision}")
 
 
 def export_ctranslate2(problem, hparams, checkpoint, model, target):

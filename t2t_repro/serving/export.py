@@ -36,15 +36,18 @@ class ExportError(UserError, ValueError):
 
 
 class TextToTextModule(tf.Module):
-    """The exported object: the model's weights, the problem's in-graph text codec and the two
-    signatures. `max_input_tokens`: see `input_limit`."""
+    """The exported object: the model's weights, the problem's in-graph text codec and the
+    signatures. `max_input_tokens`: see `input_limit`.
+
+    The weights are tracked once, as `model_variables`; the Keras model is reached only through
+    the (untracked) search, since tracking it would save every weight a second time, and a
+    trained model's optimizer slots with them."""
 
     def __init__(self, model, problem, decode_hparams, max_input_tokens=None):
         super().__init__(name="text_to_text")
         self.max_input_tokens = input_limit(model, max_input_tokens)
         self.model_variables = [variable.value for variable in model.variables]
         self.text = problem.graph_text()
-        self._model = model
         self._search = create_search(model, decode_hparams)
         spec = tf.TensorSpec([None], tf.string, name="inputs")
         self.beams = tf.function(self._beams, input_signature=[spec], autograph=False)
@@ -71,11 +74,12 @@ class TextToTextModule(tf.Module):
         ids = [self.text.encode(inputs), self.text.encode_target(targets)]
         ids = [tf.concat([row, tf.fill([row.nrows(), 1], EOS_ID)], axis=1) for row in ids]
         checks = [self._check_lengths(ids[0].row_lengths())]
-        if self._model.max_positions is not None:
-            checks.append(self._check_lengths(ids[1].row_lengths(), self._model.max_positions,
+        model = self._search.model
+        if model.max_positions is not None:
+            checks.append(self._check_lengths(ids[1].row_lengths(), model.max_positions,
                                               "target", "hparam max_length"))
         with tf.control_dependencies(checks):
-            scores, lengths = graph_score(self._model, ids[0].to_tensor(), ids[1].to_tensor())
+            scores, lengths = graph_score(model, ids[0].to_tensor(), ids[1].to_tensor())
         return {"scores": scores, "lengths": lengths}
 
     def _check_lengths(self, lengths, limit=None, what="input", limit_name="max_input_tokens"):

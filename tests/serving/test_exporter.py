@@ -289,6 +289,7 @@ def test_the_ctranslate2_conversion_aligns_as_the_decoder_cli(ende, tmp_path):
 @pytest.mark.parametrize("flag, other_format", [
     ("--quantization=int8", "--export_format=saved_model"),
     ("--max_input_tokens=10", "--export_format=ctranslate2"),
+    ("--decode_precision=bfloat16", "--export_format=ctranslate2"),
 ])
 def test_a_flag_of_the_other_format_is_an_error(ende, tmp_path, flag, other_format):
     refused = run_module("t2t_repro.exporter", f"--output_dir={ende['run']}", other_format, flag,
@@ -324,4 +325,53 @@ def test_a_sampling_export_is_refused(ende, tmp_path):
     assert refused.returncode == 1
     assert ("error: an export runs beam or greedy search; sampling_method=random is the "
             "decoder's only (python -m t2t_repro.decoder)." in refused.stderr.splitlines())
+    assert not (tmp_path / "export").exists()
+
+
+def test_the_export_holds_each_weight_once(ende):
+    """The model's variables (its weights and dropout seeds) and nothing else: no second
+    copy, no optimizer slots."""
+    import tensorflow as tf
+
+    from t2t_repro.bench.search import load_run
+
+    _, model = load_run(ende["run"])
+    saved = tf.train.list_variables(str(ende["version_dir"] / "variables" / "variables"))
+    assert [name for name, _ in saved if not name.startswith("model_variables/")] == [
+        "_CHECKPOINTABLE_OBJECT_GRAPH"]
+    assert (sorted(tuple(shape) for name, shape in saved if name.startswith("model_variables/"))
+            == sorted(tuple(variable.shape) for variable in model.variables))
+
+
+def variable_bytes(version_dir):
+    return sum(path.stat().st_size for path in (version_dir / "variables").iterdir())
+
+
+def test_a_bfloat16_export_holds_bfloat16_weights_and_answers_as_the_decoder(ende, ende_answers,
+                                                                            tmp_path):
+    """--decode_precision=bfloat16: every beam and score equal the decoder's with that flag
+    (its scores are not float32's), from weights stored in half the bytes."""
+    exported = run_module("t2t_repro.exporter", *ende["flags"], f"--output_dir={ende['run']}",
+                          f"--export_dir={tmp_path / 'export'}", DECODE_HPARAMS,
+                          "--decode_precision=bfloat16")
+    assert exported.returncode == 0, exported.stderr
+    version_dir = tmp_path / "export" / "100"
+    info = json.loads((version_dir / "assets.extra" / "export_info.json").read_text())
+    assert info["decode_precision"] == "bfloat16"
+    assert variable_bytes(version_dir) < 0.55 * variable_bytes(ende["version_dir"])
+    beams = run_export(version_dir, {"inputs": ende["lines"]})["signatures"]["beams"]
+    expected = [line.split("\t") for line in decoder_lines(
+        ende["flags"], ende["run"], ende["source_file"], "--decode_hparams=beam_size=2,"
+        "alpha=0.6,extra_length=5,return_beams=true", "--decode_precision=bfloat16")]
+    assert [row[0::2] for row in expected[:SENTENCES]] == beams["outputs"]
+    for row, scores in zip(expected, beams["scores"]):
+        assert [float(score) for score in row[1::2]] == pytest.approx(scores, abs=1e-4)
+    assert ende_answers["signatures"]["beams"]["scores"][:SENTENCES] != beams["scores"]
+
+
+def test_an_int8_saved_model_is_refused_naming_ctranslate2s(ende, tmp_path):
+    refused = run_module("t2t_repro.exporter", f"--output_dir={ende['run']}",
+                         f"--export_dir={tmp_path / 'export'}", "--decode_precision=int8")
+    assert refused.returncode == 1 and "Traceback" not in refused.stderr
+    assert "--export_format=ctranslate2 --quantization=int8" in refused.stderr
     assert not (tmp_path / "export").exists()
