@@ -10,7 +10,8 @@
 
 `saved_model`: a SavedModel that takes text and returns text, in TF Serving's layout; the decode
 hparams are baked into the graph, and with --decode_precision=bfloat16 its weights are bfloat16
-and it decodes and scores as the decoder does with that flag. Serve it with `python -m t2t_repro.serve` or TF Serving.
+and it decodes and scores as the decoder does with that flag. Serve it with
+`python -m t2t_repro.serve` or TF Serving.
 `ctranslate2`: CTranslate2's model folder with the problem's sentencepiece model beside it, for
 inference without TensorFlow (`t2t_repro.serving.ctranslate2_model` says how to translate with
 it; needs the `bench` extra). Either is written as `<export_dir>/<version>/` (version: the
