@@ -271,8 +271,9 @@ def test_decode_precision_decodes_with_the_models_copy_in_that_precision(ende_da
                                       f"--decode_hparams={settings}",
                                       f"--decode_precision={precision}")
                for precision in ("float32", "bfloat16")}
-    assert written["bfloat16"].returncode == 0, written["bfloat16"].stderr
-    assert "in bfloat16." in written["bfloat16"].stderr
+    for precision, result in written.items():
+        assert result.returncode == 0, result.stderr
+        assert f"in {precision}." in result.stderr
     problem, model = load_run(trained_run)
     decode_hparams = create_decode_hparams(problem, settings)
     search = create_search(model_in_precision(model, "bfloat16"), decode_hparams)

@@ -43,14 +43,16 @@ def test_a_copy_computes_the_float32_logits_within_its_rounding(model_and_batch,
     np.testing.assert_array_equal(ops.convert_to_numpy(model(features)), logits)
 
 
+def layer_paths(weights):
+    """Each weight's path below its model's name (a copy's model has another name)."""
+    return [weight.path.split("/", 1)[1] for weight in weights]
+
+
 def test_the_bfloat16_copy_holds_each_weight_rounded_to_bfloat16(model_and_batch):
     """Round to nearest even, as NumPy's bfloat16 (ml_dtypes) rounds: half the bytes to read."""
     model, _, _ = model_and_batch
     copy = model_in_precision(model, "bfloat16")
     assert copy.compute_dtype == "bfloat16"
-    def layer_paths(weights):
-        return [weight.path.split("/", 1)[1] for weight in weights]
-
     assert layer_paths(copy.weights) == layer_paths(model.weights)
     for ours, theirs in zip(copy.get_weights(), model.get_weights()):
         assert ours.dtype == ml_dtypes.bfloat16
