@@ -6,6 +6,7 @@ dropped, so eval accuracy is measured on held-out sequences.
 """
 
 import collections
+import dataclasses
 import itertools
 
 import numpy as np
@@ -33,7 +34,14 @@ class AlgorithmicProblem(Problem):
         self._token_arrays = {}
 
     def target_of(self, sequence):
+        """The target symbols of one sequence (a list of symbols): a problem's definition."""
         raise NotImplementedError
+
+    def target_symbols(self, symbols):
+        """`target_of` every sequence of `symbols` (a `SymbolSequences`), as one. Problems
+        whose targets array operations give override it: a Python call per sequence takes
+        a second for the 100,000 training sequences."""
+        return SymbolSequences.from_lists([self.target_of(s) for s in symbols.as_lists()])
 
     def default_decode_hparams(self):
         """Targets are as long as inputs here, so outputs need little room beyond them."""
@@ -42,44 +50,47 @@ class AlgorithmicProblem(Problem):
         return hparams
 
     def sequences(self, mode):
-        """The mode's symbol sequences (lists of symbols), generated once per process."""
+        """The mode's symbol sequences (lists of symbols)."""
+        return self._symbols(mode).as_lists()
+
+    def _symbols(self, mode):
+        """The mode's `SymbolSequences`, generated once per problem object."""
         if mode not in self._sequences:
-            sequences = self._random_sequences(self.seeds[mode], self.num_examples[mode])
+            sequences = SymbolSequences.random(self.seeds[mode], self.num_examples[mode],
+                                               self.num_symbols, self.max_sequence_length)
             if mode == EVAL:
-                seen = set(map(tuple, self.sequences(TRAIN)))
-                sequences = [s for s in sequences if tuple(s) not in seen]
+                sequences = sequences.without(self._symbols(TRAIN))
             self._sequences[mode] = sequences
         return self._sequences[mode]
-
-    def _random_sequences(self, seed, count):
-        rng = np.random.default_rng(seed)
-        lengths = rng.integers(1, self.max_sequence_length + 1, size=count)
-        symbols = rng.integers(0, self.num_symbols, size=int(lengths.sum()))
-        return [part.tolist() for part in np.split(symbols, np.cumsum(lengths)[:-1])]
 
     def _ids(self, symbols):
         return [s + _RESERVED_IDS for s in symbols] + [EOS_ID]
 
+    def _input_and_target_ids(self, mode):
+        """`(input ids, target ids)` of the mode's examples, each `(flat ids, lengths)` with
+        every example's symbols as ids and EOS after them."""
+        symbols = self._symbols(mode)
+        return symbols.as_ids(), self.target_symbols(symbols).as_ids()
+
     def length_histogram(self, mode):
-        return collections.Counter(len(sequence) + 1 for sequence in self.sequences(mode))  # + EOS
+        lengths = self._symbols(mode).lengths + 1  # + EOS
+        return collections.Counter(lengths.tolist())
 
     def examples(self, mode):
         import tensorflow as tf
 
         from t2t_repro.data.records import rows_as_tensors
 
-        sequences = self.sequences(mode)
-        inputs = _ragged_ids([self._ids(s) for s in sequences])
-        targets = _ragged_ids([self._ids(self.target_of(s)) for s in sequences])
-        return rows_as_tensors(
-            tf.data.Dataset.from_tensor_slices({"inputs": inputs, "targets": targets})
-        )
+        (inputs, input_lengths), (targets, target_lengths) = self._input_and_target_ids(mode)
+        return rows_as_tensors(tf.data.Dataset.from_tensor_slices({
+            "inputs": tf.RaggedTensor.from_row_lengths(inputs, input_lengths),
+            "targets": tf.RaggedTensor.from_row_lengths(targets, target_lengths),
+        }))
 
     def token_arrays(self, mode):
         """The same examples as `examples`, in the same order, held in memory."""
         if mode not in self._token_arrays:
-            self._token_arrays[mode] = TokenArrays.from_pairs(
-                (self._ids(s), self._ids(self.target_of(s))) for s in self.sequences(mode))
+            self._token_arrays[mode] = TokenArrays.from_flat(*self._input_and_target_ids(mode))
         return self._token_arrays[mode]
 
     def encode(self, text):
@@ -109,13 +120,58 @@ class AlgorithmicProblem(Problem):
         return " ".join(symbols)
 
 
-def _ragged_ids(id_lists):
-    """A ragged int32 tensor from lists of ids, built from flat values (tf.ragged.constant
-    takes seconds on 100k short lists)."""
-    import tensorflow as tf
+@dataclasses.dataclass(frozen=True)
+class SymbolSequences:
+    """Sequences of symbols held as arrays: `flat` int64 [total], every sequence's symbols back
+    to back, and `lengths` int64 [count]."""
 
-    flat = np.fromiter(itertools.chain.from_iterable(id_lists), dtype=np.int32)
-    return tf.RaggedTensor.from_row_lengths(flat, [len(ids) for ids in id_lists])
+    flat: np.ndarray
+    lengths: np.ndarray
+
+    @classmethod
+    def random(cls, seed, count, num_symbols, max_length):
+        """`count` sequences of uniform random lengths 1..max_length and symbols."""
+        rng = np.random.default_rng(seed)
+        lengths = rng.integers(1, max_length + 1, size=count)
+        return cls(rng.integers(0, num_symbols, size=int(lengths.sum())), lengths)
+
+    @classmethod
+    def from_lists(cls, lists):
+        lengths = np.array([len(symbols) for symbols in lists], np.int64)
+        flat = np.fromiter(itertools.chain.from_iterable(lists), np.int64, int(lengths.sum()))
+        return cls(flat, lengths)
+
+    def as_lists(self):
+        return [part.tolist() for part in np.split(self.flat, np.cumsum(self.lengths)[:-1])]
+
+    def as_ids(self):
+        """`(ids int32 [total + count], lengths)`: each symbol s as id s + 2, EOS after each
+        sequence."""
+        ids = np.insert(self.flat + _RESERVED_IDS, np.cumsum(self.lengths), EOS_ID)
+        return ids.astype(np.int32), self.lengths + 1
+
+    def reversed(self):
+        """Every sequence reversed, in the same order."""
+        ends = np.repeat(np.cumsum(self.lengths), self.lengths)
+        starts = ends - np.repeat(self.lengths, self.lengths)
+        return SymbolSequences(self.flat[starts + ends - 1 - np.arange(len(self.flat))],
+                               self.lengths)
+
+    def without(self, other):
+        """These sequences except those that also occur in `other`, in their order."""
+        width = int(max(self.lengths.max(initial=0), other.lengths.max(initial=0)))
+        # The smallest signed type holding every symbol and the padding -1.
+        largest = int(max(self.flat.max(initial=0), other.flat.max(initial=0)))
+        dtype = np.min_scalar_type(-largest - 1)
+        kept = ~np.isin(self._row_keys(width, dtype), other._row_keys(width, dtype))
+        return SymbolSequences(self.flat[np.repeat(kept, self.lengths)], self.lengths[kept])
+
+    def _row_keys(self, width, dtype):
+        """One opaque value per sequence, equal exactly when the sequences are: its symbols
+        padded with -1 to `width`, as raw bytes."""
+        rows = np.full((len(self.lengths), width), -1, dtype)
+        rows[np.arange(width) < self.lengths[:, None]] = self.flat
+        return rows.view(np.dtype((np.void, rows.itemsize * width))).ravel()
 
 
 @problems.register
@@ -125,6 +181,9 @@ class AlgorithmicCopy(AlgorithmicProblem):
     def target_of(self, sequence):
         return list(sequence)
 
+    def target_symbols(self, symbols):
+        return symbols
+
 
 @problems.register
 class AlgorithmicReverse(AlgorithmicProblem):
@@ -132,3 +191,6 @@ class AlgorithmicReverse(AlgorithmicProblem):
 
     def target_of(self, sequence):
         return list(reversed(sequence))
+
+    def target_symbols(self, symbols):
+        return symbols.reversed()

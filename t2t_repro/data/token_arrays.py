@@ -55,6 +55,18 @@ class TokenArrays:
         return cls(ids, np.asarray(offsets, np.int64).reshape(-1, 2))
 
     @classmethod
+    def from_flat(cls, inputs, targets):
+        """From `inputs` and `targets`, each `(ids [tokens], lengths [examples])`: every
+        example's ids back to back, in memory."""
+        (input_ids, input_lengths), (target_ids, target_lengths) = inputs, targets
+        starts = np.concatenate([[0], np.cumsum(input_lengths + target_lengths)])
+        ids = np.empty(starts[-1], np.int32)
+        ids[_positions(starts[:-1], input_lengths)] = input_ids
+        ids[_positions(starts[:-1] + input_lengths, target_lengths)] = target_ids
+        target_starts = np.append(starts[:-1] + input_lengths, starts[-1])
+        return cls(ids, np.stack([starts, target_starts], axis=1).astype(np.int64))
+
+    @classmethod
     def load(cls, prefix):
         """The arrays `save`/`TokenArrayWriter` wrote at `prefix`, memory-mapped read-only."""
         ids_path, offsets_path = paths(prefix)
@@ -149,3 +161,9 @@ class TokenArrayWriter:
             self.close()
         else:
             self.abort()
+
+
+def _positions(starts, lengths):
+    """The indices of runs of `lengths` beginning at `starts`, concatenated."""
+    run_starts = np.repeat(starts - np.cumsum(lengths) + lengths, lengths)
+    return run_starts + np.arange(int(np.sum(lengths)))

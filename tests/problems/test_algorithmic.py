@@ -3,13 +3,24 @@
 import numpy as np
 import pytest
 
-from problems.algorithmic import AlgorithmicCopy, AlgorithmicReverse
+from problems.algorithmic import (AlgorithmicCopy, AlgorithmicProblem, AlgorithmicReverse,
+                                 SymbolSequences)
 from t2t_repro.data.problem import EVAL, TRAIN, UnencodableInputError
 from t2t_repro.names import EOS_ID
 
 
 class SmallReverse(AlgorithmicReverse):
     num_examples = {TRAIN: 2000, EVAL: 300}
+
+
+class SmallSort(AlgorithmicProblem):
+    """Defined by `target_of` alone, as a user's problem may be."""
+    num_symbols = 4
+    max_sequence_length = 6
+    num_examples = {TRAIN: 500, EVAL: 100}
+
+    def target_of(self, sequence):
+        return sorted(sequence)
 
 
 def first_examples(problem, mode, count):
@@ -38,6 +49,38 @@ def test_eval_sequences_never_occur_in_training():
     held_out = problem.sequences(EVAL)
     assert held_out, "every eval sequence was also a training sequence"
     assert not train & {tuple(s) for s in held_out}
+
+
+def test_eval_keeps_exactly_the_eval_draws_absent_from_training():
+    problem = SmallSort()
+    train = {tuple(s) for s in problem.sequences(TRAIN)}
+    drawn = SymbolSequences.random(problem.seeds[EVAL], problem.num_examples[EVAL],
+                                   problem.num_symbols, problem.max_sequence_length)
+    expected = [s for s in drawn.as_lists() if tuple(s) not in train]
+    assert 0 < len(expected) < problem.num_examples[EVAL]  # some dropped, some kept
+    assert problem.sequences(EVAL) == expected
+
+
+@pytest.mark.parametrize("problem_class", [AlgorithmicCopy, AlgorithmicReverse, SmallSort])
+def test_every_target_is_target_of_its_sequence(problem_class):
+    """The problems' array forms of their targets against their one-sequence definitions."""
+    problem = problem_class()
+    symbols = SymbolSequences.random(5, 3000, problem.num_symbols, problem.max_sequence_length)
+    targets = problem.target_symbols(symbols).as_lists()
+    assert targets == [problem.target_of(s) for s in symbols.as_lists()]
+
+
+@pytest.mark.parametrize("problem_class", [SmallReverse, SmallSort])
+def test_token_arrays_hold_the_examples_in_their_order(problem_class):
+    problem = problem_class()
+    for mode in (TRAIN, EVAL):
+        arrays = problem.token_arrays(mode)
+        examples = first_examples(problem, mode, -1)
+        assert len(arrays) == len(examples) == len(problem.sequences(mode))
+        for index, example in enumerate(examples):
+            assert {key: value.tolist() for key, value in arrays[index].items()} == example
+            assert example["inputs"] == problem.encode(" ".join(
+                map(str, problem.sequences(mode)[index])))
 
 
 def test_sequences_are_reproducible_and_modes_differ():
