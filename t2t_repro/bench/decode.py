@@ -18,9 +18,10 @@ In one run, on this machine:
      (`decoding.precision`: bfloat16 weights and compute, int8 dense-layer weights), beside
      CTranslate2 float32 and int8 on the same weights.
 One batch of each compiled shape is decoded untimed first (tracing). Tokens are the best
-hypothesis's output tokens: a batch of 32 sentences forced to length n counts 32·n. Every
-contender runs in this one process; its peak memory is the process's peak resident size while
-it ran (`peak_memory`), which includes the model and what earlier contenders left.
+hypothesis's output tokens: a batch of 32 sentences forced to length n counts 32·n. Each
+contender runs in a process of its own, one after the other (`peak_memory`), which loads the
+weights written once for all of them; its peak memory is that process's peak resident size
+(the framework, the model, its decoding).
 """
 
 import argparse
@@ -32,16 +33,16 @@ from typing import NamedTuple
 
 import numpy as np
 
-from t2t_repro.bench.newstest import newstest2014, shared_vocabulary_problem
-from t2t_repro.bench.peak_memory import peak_bytes, reset_peak
+from t2t_repro.bench.newstest import (newstest2014, shared_vocabulary_problem,
+                                      shared_vocabulary_problem_in)
+from t2t_repro.bench.peak_memory import peak_bytes, reset_peak, run_in_own_process
 from t2t_repro.bench.pipeline import DEFAULT_DATA_ROOT
-from t2t_repro.decoding.precision import model_in_precision
-from t2t_repro.decoding.transformer_search import padded_length
 
 BATCH_SIZE = 32
 BEAM_SIZE = 4
 ALPHA = 0.6
 GOAL_SPEEDUP = 5
+WEIGHTS = "model.weights.h5"  # in the work folder, for every contender's process
 
 
 def forced_batches(id_lists):
@@ -69,6 +70,8 @@ class TimedDecode(NamedTuple):
 def timed_decode(search, batches):
     """`TimedDecode` of decoding `batches`, after an untimed decode of one batch of each shape
     the search compiles (rows, and source and output lengths as padded)."""
+    from t2t_repro.decoding.transformer_search import padded_length
+
     reset_peak()
     shapes = {}
     for source, length in batches:
@@ -111,20 +114,63 @@ def ctranslate2_decode(ct2_dir, tokens, batches):
     return TimedDecode(sum(map(len, outputs)), seconds, outputs, peak_bytes())
 
 
-def peer_figures(model, problem, batches, work):
-    """{"float32": (tokens, seconds), "int8": ...} of CTranslate2 on the same weights, or a
-    string saying why there are none."""
-    if importlib.util.find_spec("ctranslate2") is None:
-        return "CTranslate2 is not installed: pip install -e '.[bench]'"
+class Contender(NamedTuple):
+    """One decoding setup: our beam search (`engine` "t2t_repro") with the model in
+    `precision` (float32, bfloat16, int8), or CTranslate2 with its `precision` (float32,
+    int8) conversion of the same weights."""
+    engine: str
+    precision: str = "float32"
+    use_cache: bool = True
+    loop: str = "graph"
+    jit_compile: bool = False
+
+
+def decode_in_own_process(contender, work, batches):
+    """`(TimedDecode, peak resident bytes)` of `contender` decoding `batches`, in a process of
+    its own that reads what `write_models` left in `work`."""
+    return run_in_own_process(_decode, contender, work, batches)
+
+
+def _decode(contender, work, batches):
+    if contender.engine == "ctranslate2":
+        with open(os.path.join(work, "target_tokens.txt"), encoding="utf-8") as f:
+            tokens = f.read().split("\n")
+        return ctranslate2_decode(os.path.join(work, f"ct2_{contender.precision}"), tokens,
+                                  batches)
+    from t2t_repro.decoding.precision import model_in_precision
+    from t2t_repro.decoding.transformer_search import TransformerBeamSearch
+
+    model = _model(shared_vocabulary_problem_in(work))
+    model.load_weights(os.path.join(work, WEIGHTS))
+    search = TransformerBeamSearch(
+        model_in_precision(model, contender.precision), BEAM_SIZE, ALPHA,
+        use_cache=contender.use_cache, force_max_length=True,
+        jit_compile=contender.jit_compile, loop=contender.loop)
+    return timed_decode(search, batches)
+
+
+def _model(problem):
+    from t2t_repro.hparams import create_hparams
+    from t2t_repro.training.run import build_model
+
+    return build_model("transformer", create_hparams("transformer_base"), problem)
+
+
+def write_models(problem, work, with_peer):
+    """transformer_base with random weights for `problem`, saved in `work` for every
+    contender's process, with its CTranslate2 float32 and int8 conversions when `with_peer`
+    and the target vocabulary's tokens they are decoded with."""
+    model = _model(problem)
+    model.save_weights(os.path.join(work, WEIGHTS))
+    if not with_peer:
+        return
     from t2t_repro.serving.ctranslate2_model import vocabulary_tokens, write_ctranslate2_model
 
-    tokens = vocabulary_tokens(problem, "target")
-    figures = {}
     for quantization in ("float32", "int8"):
-        ct2_dir = os.path.join(work, f"ct2_{quantization}")
-        write_ctranslate2_model(model, problem, ct2_dir, quantization)
-        figures[quantization] = ctranslate2_decode(ct2_dir, tokens, batches)
-    return figures
+        write_ctranslate2_model(model, problem, os.path.join(work, f"ct2_{quantization}"),
+                                quantization)
+    with open(os.path.join(work, "target_tokens.txt"), "w", encoding="utf-8") as f:
+        f.write("\n".join(vocabulary_tokens(problem, "target")))
 
 
 def main(argv):
@@ -143,84 +189,99 @@ def main(argv):
                              "(bfloat16, int8; empty: none)")
     args = parser.parse_args(argv)
 
-    from t2t_repro.decoding.transformer_search import TransformerBeamSearch
-    from t2t_repro.hparams import create_hparams
-    from t2t_repro.training.run import build_model
-
-    def search(use_cache, loop="graph", jit_compile=False):
-        return TransformerBeamSearch(model, BEAM_SIZE, ALPHA, use_cache=use_cache,
-                                     force_max_length=True, jit_compile=jit_compile, loop=loop)
-
+    peers = "skipped (--skip_peer)" if args.skip_peer else None
+    if not args.skip_peer and importlib.util.find_spec("ctranslate2") is None:
+        peers = "CTranslate2 is not installed: pip install -e '.[bench]'"
     with tempfile.TemporaryDirectory() as work:
         problem = shared_vocabulary_problem(args.data_root, work)
         sentences = newstest2014(args.data_root, "en", args.sentences)
         batches = forced_batches([problem.encode(sentence) for sentence in sentences])
-        model = build_model("transformer", create_hparams("transformer_base"), problem)
-        cached = timed_decode(search(True), batches)
-        cached_xla = timed_decode(search(True, jit_compile=True), batches)
-        in_precision = {precision: timed_decode(TransformerBeamSearch(
-                            model_in_precision(model, precision), BEAM_SIZE, ALPHA,
-                            force_max_length=True), batches)
+        write_models(problem, work, with_peer=peers is None)
+
+        def measure(contender, sample=batches):
+            return decode_in_own_process(contender, work, sample)
+
+        cached = measure(Contender("t2t_repro"))
+        cached_xla = measure(Contender("t2t_repro", jit_compile=True))
+        in_precision = {precision: measure(Contender("t2t_repro", precision))
                         for precision in filter(None, args.precisions.split(","))}
-        peers = "skipped (--skip_peer)" if args.skip_peer else peer_figures(
-            model, problem, batches, work)
-
-    def rate(measured):
-        return measured.tokens / measured.seconds
-
+        if peers is None:
+            peers = {quantization: measure(Contender("ctranslate2", quantization))
+                     for quantization in ("float32", "int8")}
+        if args.uncached_every:
+            sample = batches[:: args.uncached_every]
+            cached_host_loop = measure(Contender("t2t_repro", loop="host"))
+            cached_sample = measure(Contender("t2t_repro"), sample)
+            uncached_sample = measure(Contender("t2t_repro", use_cache=False, loop="host"),
+                                      sample)
     ours = {"t2t_repro, as the decoder runs it": cached, "t2t_repro with XLA": cached_xla}
-    if isinstance(peers, dict):
-        rows = [(name, rate(figures), "tok/s", "CTranslate2 float32", rate(peers["float32"]),
-                 figures.peak_bytes, peers["float32"].peak_bytes)
-                for name, figures in ours.items()]
-        rows.append(("t2t_repro with XLA", rate(cached_xla), "tok/s", "CTranslate2 int8",
-                     rate(peers["int8"]), cached_xla.peak_bytes, peers["int8"].peak_bytes))
-        for precision, figures in in_precision.items():
-            peer = "int8" if precision == "int8" else "float32"
-            rows.append((f"t2t_repro {precision}", rate(figures), "tok/s",
-                         f"CTranslate2 {peer}", rate(peers[peer]), figures.peak_bytes,
-                         peers[peer].peak_bytes))
-    else:
-        alone = {**ours, **{f"t2t_repro {precision}": figures
-                            for precision, figures in in_precision.items()}}
-        rows = [(name, rate(figures), "tok/s", "", None, figures.peak_bytes, None)
-                for name, figures in alone.items()]
+    rows = comparison_rows(ours, in_precision, peers)
     if args.uncached_every:
-        sample = batches[:: args.uncached_every]
-        cached_host_loop = timed_decode(search(True, "host"), batches)
-        cached_sample = timed_decode(search(True), sample)
-        uncached_sample = timed_decode(search(False), sample)
         rows += [
-            ("t2t_repro, host loop", rate(cached_host_loop), "tok/s", "graph loop", rate(cached),
-             cached_host_loop.peak_bytes, cached.peak_bytes),
-            (f"cached vs uncached, {len(sample)} batches", rate(cached_sample), "tok/s",
-             "uncached (full prefix)", rate(uncached_sample), cached_sample.peak_bytes,
-             uncached_sample.peak_bytes),
+            _row("t2t_repro, host loop", cached_host_loop, "graph loop", cached),
+            _row(f"cached vs uncached, {len(sample)} batches", cached_sample,
+                 "uncached (full prefix)", uncached_sample),
         ]
     from t2t_repro.bench.report import format_table
 
     title = (f"Beam-search decoding, transformer_base sizes (random weights, the same in every "
              f"row), vocab {problem.target_vocab_size}: first {len(sentences)} newstest2014 "
              f"sentences, batches of {BATCH_SIZE}, beam {BEAM_SIZE}, forced length "
-             f"round(1.1 x longest source) = {cached.tokens:,} tokens in {len(batches)} "
-             f"batches")
+             f"round(1.1 x longest source) = {cached[0].tokens:,} tokens in {len(batches)} "
+             f"batches; each row in a process of its own (peak memory: that process's peak "
+             f"resident size)")
     print(format_table(rows, title))
-    if isinstance(peers, dict):
-        same = sum(a == b for a, b in zip(cached.outputs, peers["float32"].outputs))
-        print(f"best hypotheses identical to CTranslate2 float32's on {same} of "
-              f"{len(cached.outputs)} sentences (equal forced lengths: the ranking is log P "
-              f"alone)")
-        for precision, figures in in_precision.items():
-            same = sum(a == b for a, b in zip(figures.outputs, cached.outputs))
-            print(f"t2t_repro {precision}: best hypotheses identical to our float32's on "
-                  f"{same} of {len(cached.outputs)} sentences")
-    else:
-        print(f"peer: {peers}")
+    print(agreement(cached, in_precision, peers))
     if args.uncached_every:
-        speedup = rate(cached_sample) / rate(uncached_sample)
+        speedup = _rate(cached_sample) / _rate(uncached_sample)
         verdict = "met" if speedup >= GOAL_SPEEDUP else "MISSED"
         print(f"goal: cached >= {GOAL_SPEEDUP}x uncached: {verdict} ({speedup:.1f}x on the same "
               f"{sum(len(s) for s, _ in sample)} sentences)")
+
+
+def _rate(measured):
+    timed, _ = measured
+    return timed.tokens / timed.seconds
+
+
+def _row(name, measured, peer_name="", peer=None):
+    """A table row of `(TimedDecode, peak bytes)` figures beside a peer's (or none)."""
+    return (name, _rate(measured), "tok/s", peer_name, _rate(peer) if peer else None,
+            measured[1], peer[1] if peer else None)
+
+
+def comparison_rows(ours, in_precision, peers):
+    """Our float32 rows beside CTranslate2 float32 (and XLA beside its int8), each precision's
+    copy beside CTranslate2 of the same width, or alone when `peers` is a reason string."""
+    if not isinstance(peers, dict):
+        alone = {**ours, **{f"t2t_repro {precision}": measured
+                            for precision, measured in in_precision.items()}}
+        return [_row(name, measured) for name, measured in alone.items()]
+    rows = [_row(name, measured, "CTranslate2 float32", peers["float32"])
+            for name, measured in ours.items()]
+    rows.append(_row("t2t_repro with XLA", ours["t2t_repro with XLA"], "CTranslate2 int8",
+                     peers["int8"]))
+    for precision, measured in in_precision.items():
+        peer = "int8" if precision == "int8" else "float32"
+        rows.append(_row(f"t2t_repro {precision}", measured, f"CTranslate2 {peer}",
+                         peers[peer]))
+    return rows
+
+
+def agreement(cached, in_precision, peers):
+    """Lines saying on how many sentences the best hypotheses agree: ours and CTranslate2's in
+    float32, and each precision's copy and our float32."""
+    outputs = cached[0].outputs
+    if not isinstance(peers, dict):
+        return f"peer: {peers}"
+    same = sum(a == b for a, b in zip(outputs, peers["float32"][0].outputs))
+    lines = [f"best hypotheses identical to CTranslate2 float32's on {same} of {len(outputs)} "
+             f"sentences (equal forced lengths: the ranking is log P alone)"]
+    for precision, (timed, _) in in_precision.items():
+        same = sum(a == b for a, b in zip(timed.outputs, outputs))
+        lines.append(f"t2t_repro {precision}: best hypotheses identical to our float32's on "
+                     f"{same} of {len(outputs)} sentences")
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

@@ -10,13 +10,18 @@ VOCAB_SIZE = 37000
 
 
 def _translate_ende(data_root, work_dir):
-    from problems.translate_ende import TranslateEnde
-
     raw_dir = os.path.join(work_dir, "raw")
     os.makedirs(raw_dir)
-    problem = TranslateEnde(data_dir=os.path.join(work_dir, "data"),
-                            data_hparams=f"vocab_size={VOCAB_SIZE},num_train_shards=1")
-    return problem, multi30k_tmp_dir(data_root, raw_dir)
+    return shared_vocabulary_problem_in(work_dir), multi30k_tmp_dir(data_root, raw_dir)
+
+
+def shared_vocabulary_problem_in(work_dir):
+    """translate_ende with `shared_vocabulary_problem`'s settings and its data folder under
+    `work_dir`: once generated there, the problem itself (another process opens it so)."""
+    from problems.translate_ende import TranslateEnde
+
+    return TranslateEnde(data_dir=os.path.join(work_dir, "data"),
+                         data_hparams=f"vocab_size={VOCAB_SIZE},num_train_shards=1")
 
 
 def shared_vocabulary_problem(data_root, work_dir):
