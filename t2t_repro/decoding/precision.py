@@ -5,8 +5,6 @@ import contextlib
 import gc
 import warnings
 
-import keras
-
 from t2t_repro.decoding.ensemble import Ensemble
 
 PRECISIONS = ("float32", "bfloat16", "int8")
