@@ -35,7 +35,7 @@ import numpy as np
 
 from t2t_repro.bench.newstest import (newstest2014, shared_vocabulary_problem,
                                       shared_vocabulary_problem_in)
-from t2t_repro.bench.peak_memory import peak_bytes, reset_peak, run_in_own_process
+from t2t_repro.bench.peak_memory import run_in_own_process
 from t2t_repro.bench.pipeline import DEFAULT_DATA_ROOT
 
 BATCH_SIZE = 32
@@ -59,12 +59,10 @@ def forced_batches(id_lists):
 
 
 class TimedDecode(NamedTuple):
-    """A decoding run's figures: output tokens, seconds, the best outputs, and the process's
-    peak resident bytes while it ran."""
+    """A decoding run's figures: output tokens, seconds and the best outputs."""
     tokens: int
     seconds: float
     outputs: list
-    peak_bytes: int
 
 
 def timed_decode(search, batches):
@@ -72,7 +70,6 @@ def timed_decode(search, batches):
     the search compiles (rows, and source and output lengths as padded)."""
     from t2t_repro.decoding.transformer_search import padded_length
 
-    reset_peak()
     shapes = {}
     for source, length in batches:
         key = (len(source), padded_length(source.shape[1]), padded_length(length))
@@ -85,7 +82,7 @@ def timed_decode(search, batches):
         assert ids.shape[1] == length, "a forced-length decode stopped early"
         outputs += ids.tolist()
     seconds = time.perf_counter() - started
-    return TimedDecode(sum(map(len, outputs)), seconds, outputs, peak_bytes())
+    return TimedDecode(sum(map(len, outputs)), seconds, outputs)
 
 
 def ctranslate2_decode(ct2_dir, tokens, batches):
@@ -93,7 +90,6 @@ def ctranslate2_decode(ct2_dir, tokens, batches):
     BEAM_SIZE, each forced to its length as ours is, on every core, after one untimed batch."""
     import ctranslate2
 
-    reset_peak()
     translator = ctranslate2.Translator(ct2_dir, device="cpu", inter_threads=1,
                                         intra_threads=os.cpu_count())
 
@@ -111,7 +107,7 @@ def ctranslate2_decode(ct2_dir, tokens, batches):
     outputs = [[ids[token] for token in result.hypotheses[0]] for result in results]
     assert [len(o) for o in outputs] == [length for source, length in batches
                                          for _ in source], "a forced-length decode stopped early"
-    return TimedDecode(sum(map(len, outputs)), seconds, outputs, peak_bytes())
+    return TimedDecode(sum(map(len, outputs)), seconds, outputs)
 
 
 class Contender(NamedTuple):

@@ -39,7 +39,7 @@ import time
 import numpy as np
 
 from t2t_repro.bench.newstest import encode_with_shared_vocabulary, newstest2014
-from t2t_repro.bench.peak_memory import run_in_own_process
+from t2t_repro.bench.peak_memory import peak_bytes, reset_peak, run_in_own_process
 from t2t_repro.bench.pipeline import DEFAULT_DATA_ROOT
 from t2t_repro.bench.train import median_batch, median_step_seconds
 
@@ -224,9 +224,10 @@ def _decode_row(count, vocab_size, encoded, hparams_set="transformer_base"):
     from t2t_repro.hparams import create_hparams
     from t2t_repro.models.transformer import Transformer
 
+    reset_peak()
     model = Transformer(create_hparams(hparams_set), vocab_size, vocab_size)
     search = TransformerBeamSearch(model.build_weights(), BEAM_SIZE, ALPHA,
                                    force_max_length=True)
     timed = timed_decode(search, forced_batches(encoded[:count]))
     return (f"{hparams_set} float32: beam-search decoding, {count} newstest2014 sentences",
-            timed.tokens / timed.seconds, "tok/s", "", None, timed.peak_bytes, None)
+            timed.tokens / timed.seconds, "tok/s", "", None, peak_bytes(), None)
