@@ -35,6 +35,7 @@ from keras import ops
 
 from t2t_repro.decoding.compiled import compile_for_backend
 from t2t_repro.decoding.sampling import step_seed
+from t2t_repro.decoding.logit_reductions import log_normaliser, top_k
 from t2t_repro.names import EOS_ID, PAD_ID
 
 # Finite, so that sums and ratios of "impossible" scores never produce NaN.
@@ -339,6 +340,13 @@ class BeamSearch:
         if self.force_max_length:
             never = ops.logical_or(never, tokens == self.eos_id)
         logits = ops.where(never, NEG_INF, ops.cast(logits, "float32"))
+        # At most `beam` of the 2·beam end in EOS, so at least `beam` stay alive. Beam 1 is
+        # greedy search: the argmax alone continues or ends. A tiny vocabulary may have fewer.
+        count = min(2 * self.beam_size if self.beam_size > 1 else 1, vocab_size)
+        if "target_prefix" not in constants and self.sampler is None:
+            chosen, ids = top_k(logits, count)
+            normaliser = log_normaliser(logits, chosen[:, :1], ids[:, :1])
+            return chosen - normaliser, ops.cast(ids, "int32")
         normaliser = ops.logsumexp(logits, axis=-1, keepdims=True)
         if "target_prefix" in constants:
             forced = ops.repeat(constants["target_prefix"][:, position], self.beam_size, axis=0)
@@ -349,10 +357,6 @@ class BeamSearch:
                 self.sampler.sample(logits, step_seed(constants["seed"], position)), 1)
             chosen = ops.take_along_axis(logits, ids, axis=1)
         else:
-            # At most `beam` of the 2·beam end in EOS, so at least `beam` stay alive. Beam 1
-            # is greedy search: the argmax alone continues or ends. A tiny vocabulary may
-            # have fewer tokens.
-            count = min(2 * self.beam_size if self.beam_size > 1 else 1, vocab_size)
-            chosen, ids = ops.top_k(logits, count)
+            chosen, ids = top_k(logits, count)
         return chosen - normaliser, ops.cast(ids, "int32")
 

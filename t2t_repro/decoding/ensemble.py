@@ -96,6 +96,9 @@ class Ensemble:
         return [model.memory_key_values(part)
                 for model, part in zip(self.models, self._split(memory))]
 
+    def decoding_projection(self):
+        return [model.decoding_projection() for model in self.models]
+
     def empty_decode_cache(self, batch_size, max_decode_length, beam_size=1, dtype=None):
         return [model.empty_decode_cache(batch_size, max_decode_length, beam_size, dtype)
                 for model in self.models]
@@ -104,13 +107,16 @@ class Ensemble:
         return [model.reorder_decode_cache(model_cache, parent_beams)
                 for model, model_cache in zip(self.models, cache)]
 
-    def decode_step(self, ids, position, cache, memory_key_values, memory_mask):
+    def decode_step(self, ids, position, cache, memory_key_values, memory_mask,
+                    output_projection=None):
         """As `Transformer.decode_step`, for every model: (the ensemble's log-probabilities,
         every model's cache)."""
         log_probs, caches = [], []
-        for model, model_cache, key_values in zip(self.models, cache, memory_key_values):
+        projections = output_projection or [None] * len(self.models)
+        for model, model_cache, key_values, projection in zip(self.models, cache,
+                                                              memory_key_values, projections):
             logits, model_cache = model.decode_step(ids, position, model_cache, key_values,
-                                                    memory_mask)
+                                                    memory_mask, projection)
             log_probs.append(output_log_probs(logits))
             caches.append(model_cache)
         return mean_of_probabilities(log_probs), caches

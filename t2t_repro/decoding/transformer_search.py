@@ -54,13 +54,14 @@ class TransformerBeamSearch:
         self.beam_size = beam_size
         self.extra_length = extra_length
         self.use_cache = use_cache
+        self.jit_compile = jit_compile and use_cache
         if use_cache:
             step_fn, reorder_state = self._cached_step, model.reorder_decode_cache
         else:
             step_fn, reorder_state = self._full_prefix_step, reorder_rows
         self.search = BeamSearch(
             step_fn, beam_size, alpha, force_max_length=force_max_length,
-            variables=model.variables, jit_compile=jit_compile and use_cache,
+            variables=model.variables, jit_compile=self.jit_compile,
             fixed_shapes=use_cache, loop=loop if use_cache else "host",
             reorder_state=reorder_state, sampler=sampler,
         )
@@ -135,8 +136,11 @@ class TransformerBeamSearch:
         if self.use_cache:
             state = self.model.empty_decode_cache(ops.shape(memory)[0], sequence_length,
                                                   self.beam_size, memory.dtype)
-            # Projected once per sentence, and read once per step by all its beams.
-            return state, (self.model.memory_key_values(memory), memory_mask)
+            # Projected once per sentence and read at every step by all its beams; the output
+            # projection laid out once per batch, except for XLA, which lays out operands
+            # itself and runs slower given this layout (docs/performance.md).
+            projection = None if self.jit_compile else self.model.decoding_projection()
+            return state, (self.model.memory_key_values(memory), memory_mask, projection)
         return (), self._per_beam((memory, memory_mask))
 
     def _per_beam(self, tensors):
@@ -146,10 +150,10 @@ class TransformerBeamSearch:
         )
 
     def _cached_step(self, sequences, position, cache, constants):
-        memory_key_values, memory_mask = constants
+        memory_key_values, memory_mask, output_projection = constants
         ids = ops.reshape(sequences[:, position], (-1, self.beam_size))
         logits, cache = self.model.decode_step(ids, position, cache, memory_key_values,
-                                               memory_mask)
+                                               memory_mask, output_projection)
         return ops.reshape(logits, (-1, ops.shape(logits)[-1])), cache
 
     def _full_prefix_step(self, sequences, position, state, constants):

@@ -331,18 +331,29 @@ class Transformer(keras.Model):
             )
         return self._logits(x)
 
-    def _logits(self, x):
+    def _logits(self, x, output_projection=None):
         """Next-token logits, float32 under every dtype policy: the loss and the beam search
-        take log-softmaxes of them."""
+        take log-softmaxes of them. `output_projection`: `decoding_projection()`'s."""
         if self.decoder_final_norm is not None:
             x = self.decoder_final_norm(x)
         if self.softmax_projection is not None:
             logits = ops.cast(self.softmax_projection(x), "float32")
         else:
-            logits = ops.cast(self.target_embedding.logits(x), "float32")
+            logits = ops.cast(self.target_embedding.logits(x, output_projection), "float32")
         if self.hparams.logits_bias:
             logits = logits + ops.cast(self.final_logits_bias, "float32")
         return logits
+
+    def decoding_projection(self):
+        """The output projection as `decode_step` multiplies by it fastest, to compute once per
+        batch: the shared embedding transposed (`SharedEmbedding.output_projection`) for
+        TensorFlow's float32 matmul (oneDNN's, 1.5-3x faster so at decoding's shapes). None
+        where the embedding as stored is as fast (bfloat16, and the JAX backend, whose XLA
+        lays out operands itself) or a softmax layer of its own is so laid out already."""
+        if (self.softmax_projection is not None or self.compute_dtype != "float32"
+                or keras.backend.backend() != "tensorflow"):
+            return None
+        return self.target_embedding.output_projection(self.compute_dtype)
 
     def memory_key_values(self, memory):
         """Each decoder layer's encoder-decoder keys and values of `memory`, for `decode_step`:
@@ -385,7 +396,8 @@ class Transformer(keras.Model):
         return {"keys_values": cache["keys_values"],
                 "slots": ops.take_along_axis(cache["slots"], parents, axis=1)}
 
-    def decode_step(self, ids, position, cache, memory_key_values, memory_mask):
+    def decode_step(self, ids, position, cache, memory_key_values, memory_mask,
+                    output_projection=None):
         """Incremental decoding: the decoder input ids at `position` -> (next-token logits,
         the cache with `position` filled).
 
@@ -394,7 +406,8 @@ class Transformer(keras.Model):
         (one hypothesis each) giving [batch, vocab]. `cache` comes from `empty_decode_cache`.
         Equals `decode(...)[:, position]` over each hypothesis's whole prefix, at the cost of
         one position. `position` may be a tensor, so it is not checked here: the caller keeps
-        it below `max_positions` (as `TransformerBeamSearch` does).
+        it below `max_positions` (as `TransformerBeamSearch` does). `output_projection`:
+        `decoding_projection()`, computed once for all the steps of a batch.
         """
         one_per_sentence = len(ops.shape(ids)) == 1
         ids = ops.expand_dims(ids, 1) if one_per_sentence else ids
@@ -416,7 +429,7 @@ class Transformer(keras.Model):
             x, layer_cache = layer.decode_step(x, position, layer_cache, memory_key_value,
                                                memory_mask, self_mask)
             keys_values.append(layer_cache)
-        logits = self._logits(x)
+        logits = self._logits(x, output_projection)
         logits = logits[:, 0] if one_per_sentence else logits
         return logits, {"keys_values": keys_values, "slots": slots}
 

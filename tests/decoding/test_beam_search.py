@@ -451,18 +451,25 @@ def test_cached_and_uncached_searches_agree(seed):
     assert np.all(np.diff(outputs[0].scores, axis=1) <= 0)
 
 
-def test_cached_search_encodes_and_projects_the_memory_once(monkeypatch):
-    """Counts Python-level calls: the compiled step traces the decoder, so a projection of the
-    memory inside it would be counted too."""
+def test_cached_search_encodes_projects_the_memory_and_lays_out_the_output_once(monkeypatch):
+    """Counts Python-level calls over two batches of one shape: the compiled step traces the
+    decoder once, so a projection inside it would be counted once more, and one laid out
+    only there would be counted once in all."""
     model = _model(num_decoder_layers=2)
-    counts = {"encode": 0, "cross_key": 0}
+    counts = {"encode": 0, "cross_key": 0, "output_projection": 0}
     encode = model.encode
+    output_projection = model.target_embedding.output_projection
 
     def counting_encode(*args, **kwargs):
         counts["encode"] += 1
         return encode(*args, **kwargs)
 
+    def counting_output_projection(*args, **kwargs):
+        counts["output_projection"] += 1
+        return output_projection(*args, **kwargs)
+
     monkeypatch.setattr(model, "encode", counting_encode)
+    monkeypatch.setattr(model.target_embedding, "output_projection", counting_output_projection)
     for layer in model.decoder_layers:
         key_call = layer.cross_attention.key_dense.call
 
@@ -471,8 +478,10 @@ def test_cached_search_encodes_and_projects_the_memory_once(monkeypatch):
             return key_call(*args, **kwargs)
 
         monkeypatch.setattr(layer.cross_attention.key_dense, "call", counting_key_call)
-    TransformerBeamSearch(model, beam_size=2, alpha=0.6, extra_length=4)(SOURCES)
-    assert counts == {"encode": 1, "cross_key": 2}
+    search = TransformerBeamSearch(model, beam_size=2, alpha=0.6, extra_length=4)
+    search(SOURCES)
+    search(SOURCES[::-1])
+    assert counts == {"encode": 2, "cross_key": 4, "output_projection": 2}
 
 
 class _RecordingSearch:

@@ -201,8 +201,8 @@ def test_loss_gradient_reaches_shared_matrix_through_all_three_roles(monkeypatch
         lookups.append((ids, output))
         return output
 
-    def recording_logits(self, hidden):
-        output = original_logits(self, hidden)
+    def recording_logits(self, hidden, projection=None):
+        output = original_logits(self, hidden, projection)
         projections.append((hidden, output))
         return output
 

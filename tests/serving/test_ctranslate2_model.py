@@ -117,6 +117,39 @@ def test_greedy_outputs_equal_ours_id_for_id(converted):
     assert sum(reversed_right) >= len(sources) // 3, "the model should be learning to reverse"
 
 
+WIDE_VOCAB_SIZE = 4099
+
+
+class WideSymbolProblem:
+    input_vocab_size = target_vocab_size = WIDE_VOCAB_SIZE
+
+
+@pytest.mark.parametrize("beam_size", [1, 4])
+def test_a_wide_vocabulary_decodes_as_ctranslate2_id_for_id(tmp_path, beam_size):
+    """Over 4,099 tokens the search takes its top-k block by block and its normaliser from a
+    softmax (`decoding/logit_reductions.py`): an untrained model's outputs, each forced to its
+    length as `bench decode` forces them (EOS never ends one, so log P alone ranks them), equal
+    CTranslate2's id for id. Its softmax weights are its own: an untrained model with tied ones
+    tends to repeat its input token, and these outputs must differ from sentence to sentence."""
+    keras.utils.set_random_seed(4)
+    hparams = create_hparams("transformer_tiny", "layer_prepostprocess_dropout=0.0,"
+                                                  "shared_embedding_and_softmax_weights=false")
+    model = Transformer(hparams, WIDE_VOCAB_SIZE, WIDE_VOCAB_SIZE).build_weights()
+    write_ctranslate2_model(model, WideSymbolProblem(), str(tmp_path / "ct2"))
+    rng = np.random.default_rng(6)
+    sources = np.zeros((12, 10), np.int32)
+    for row, length in enumerate(rng.integers(3, 10, size=len(sources))):
+        sources[row, : length + 1] = [*rng.integers(FIRST_SYMBOL, WIDE_VOCAB_SIZE, length), EOS_ID]
+    length = 12
+    ours = TransformerBeamSearch(model, beam_size=beam_size, alpha=0.0, force_max_length=True)(
+        sources, np.full(len(sources), length)).best()
+    theirs = ctranslate2.Translator(str(tmp_path / "ct2"), device="cpu").translate_batch(
+        [tokens(row) for row in sources], beam_size=beam_size, length_penalty=0,
+        min_decoding_length=length, max_decoding_length=length)
+    assert [ids_of(result.hypotheses[0]) for result in theirs] == ours.tolist()
+    assert len({tuple(row) for row in ours.tolist()}) > len(sources) // 2
+
+
 def reversal_prefixes(targets, rng):
     """0 to 3 leading pieces of each target's reversal; every third non-empty one with its last
     piece replaced by a random symbol, so that the search must continue from a wrong start."""
