@@ -24,6 +24,7 @@ BACKEND_AGNOSTIC = {
     "t2t_repro.decoding.alignments",
     "t2t_repro.decoding.compiled",
     "t2t_repro.decoding.ensemble",
+    "t2t_repro.decoding.logit_reductions",
     "t2t_repro.decoding.sampling",
     "t2t_repro.decoding.scoring",
     "t2t_repro.decoding.text_decoding",

@@ -481,7 +481,10 @@ def test_cached_search_encodes_projects_the_memory_and_lays_out_the_output_once(
     search = TransformerBeamSearch(model, beam_size=2, alpha=0.6, extra_length=4)
     search(SOURCES)
     search(SOURCES[::-1])
-    assert counts == {"encode": 2, "cross_key": 4, "output_projection": 2}
+    # Laid out once per batch where that pays (TensorFlow's float32 matmul); under JAX the step
+    # multiplies by the embedding as stored, which its one trace counts once.
+    laid_out = 2 if keras.backend.backend() == "tensorflow" else 1
+    assert counts == {"encode": 2, "cross_key": 4, "output_projection": laid_out}
 
 
 class _RecordingSearch:
