@@ -16,9 +16,9 @@ def top_k(x, k):
     Each row is cut into blocks of `block_width(n)` entries, padded with -inf. The k blocks with
     the largest maxima hold the row's k largest entries: a block left out has a maximum no
     larger than k other blocks' maxima, each an entry of the row that ranks before all of its
-    entries. One top-k over those k blocks, put back in index order, finds them. This reads
-    the row in one vectorised maximum per block, where TensorFlow's CPU top-k keeps a k-heap
-    over every entry (docs/performance.md).
+    entries. One top-k over those k blocks, put back in index order, finds them. The row is
+    read once, by a vectorised maximum per block: for 128 rows of 37,000 and k = 8 on a Zen 5,
+    1.1 ms against 4.8 ms for TensorFlow's CPU `top_k` (docs/performance.md).
     """
     width = x.shape[-1]
     if width is None or width < MIN_WIDTH_FOR_BLOCKS:
