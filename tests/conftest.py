@@ -1,6 +1,7 @@
 """Shared test settings: quiet TensorFlow, the TensorFlow Keras backend, and the real data folder."""
 
 import contextlib
+import gc
 import glob
 import os
 import pathlib
@@ -46,13 +47,26 @@ def pytest_collection_modifyitems(items):
 
 def pytest_collection_finish(session):
     """Moves what importing the test modules made (TensorFlow's and Keras's ~400,000 objects)
-    out of the garbage collector's sight: each full collection in a long-lived worker (Keras
-    runs one at every clear_session and every variable a layer drops) then walks only what
-    the tests made since."""
-    import gc
-
+    out of the garbage collector's sight, and leaves full collections to the end of each test
+    file (`_collect_after_each_file`): an automatic one in a long-lived worker walks every
+    object the earlier tests left (a second or more, several times a file), and most of what
+    a file makes dies with its fixtures."""
     import keras  # noqa: F401 - its backend's objects are among the frozen
 
+    gc.collect()
+    gc.freeze()
+    young, middle, _ = gc.get_threshold()
+    gc.set_threshold(young, middle, NO_AUTOMATIC_FULL_COLLECTION)
+
+
+NO_AUTOMATIC_FULL_COLLECTION = 2**31 - 1
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _collect_after_each_file():
+    """After a test file's own fixtures are gone: one full collection, then what survives it
+    (session fixtures, caches) frozen too, so that later files' collections skip it."""
+    yield
     gc.collect()
     gc.freeze()
 
@@ -128,8 +142,8 @@ def run_module(module, *args, input=None):
         except Exception:  # noqa: BLE001 - reported as the interpreter would
             traceback.print_exc()
             returncode = 1
-        finally:
-            keras.backend.clear_session()
+        finally:  # a fresh process's Keras state; a full collection waits for the file's end
+            keras.backend.clear_session(free_memory=False)
     return subprocess.CompletedProcess([module, *args], returncode, stdout.getvalue(),
                                        stderr.getvalue())
 

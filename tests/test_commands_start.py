@@ -26,3 +26,24 @@ def test_query_with_a_positional_argument_is_a_one_line_error():
     assert result.returncode == 1
     assert result.stderr == ("error: unexpected arguments ['hello']; flags look like "
                              "--name=value.\n")
+
+
+def test_a_command_runs_with_what_its_imports_made_frozen(monkeypatch):
+    """`entry_point.run` moves the objects made so far (here, as in a command, TensorFlow's and
+    Keras's) out of the garbage collector's full passes before absl runs the command's main."""
+    import gc
+
+    import keras  # noqa: F401 - imported, as by every command
+    from absl import app
+
+    from t2t_repro.cli import entry_point
+
+    frozen_when_absl_starts = []
+    monkeypatch.setattr(app, "run", lambda main: frozen_when_absl_starts.append(
+        gc.get_freeze_count()))
+    gc.unfreeze()
+    try:
+        entry_point.run(lambda argv: None)
+    finally:
+        gc.freeze()  # as conftest left this worker
+    assert frozen_when_absl_starts[0] > 100_000
