@@ -17,8 +17,8 @@ import sys
 from t2t_repro import trainer  # first: it quiets TensorFlow before anything imports it
 
 import h5py  # noqa: E402
-from absl import app  # noqa: E402
 
+from t2t_repro.cli import entry_point  # noqa: E402
 from t2t_repro.training import checkpoints  # noqa: E402
 
 
@@ -54,4 +54,4 @@ if __name__ == "__main__":
     if os.environ.get("T2T_TEST_STOP_IN_CHECKPOINT_WRITE") == "1":
         stop_inside_checkpoint_write()
     sys.argv[0] = trainer.__file__
-    app.run(trainer.main)
+    entry_point.run(trainer.main)  # as `python -m t2t_repro.trainer` starts
