@@ -45,21 +45,21 @@ def pytest_collection_modifyitems(items):
     items.sort(key=rank)  # stable: the rest keep their order
 
 
+NO_AUTOMATIC_FULL_COLLECTION = 2**31 - 1
+
+
 def pytest_collection_finish(session):
     """Moves what importing the test modules made (TensorFlow's and Keras's ~400,000 objects)
     out of the garbage collector's sight, and leaves full collections to the end of each test
     file (`_collect_after_each_file`): an automatic one in a long-lived worker walks every
-    object the earlier tests left (a second or more, several times a file), and most of what
-    a file makes dies with its fixtures."""
+    object the earlier tests left (in the heaviest files they took a tenth of the time), and
+    most of what a file makes dies with its fixtures."""
     import keras  # noqa: F401 - its backend's objects are among the frozen
 
     gc.collect()
     gc.freeze()
     young, middle, _ = gc.get_threshold()
     gc.set_threshold(young, middle, NO_AUTOMATIC_FULL_COLLECTION)
-
-
-NO_AUTOMATIC_FULL_COLLECTION = 2**31 - 1
 
 
 @pytest.fixture(scope="module", autouse=True)

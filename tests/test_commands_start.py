@@ -1,7 +1,8 @@
 """Each command started as a user starts it, in a process of its own: through absl and the one
 error handler to a one-line usage error, with no traceback and no TensorFlow start-up noise.
 (The other command tests run `main` in-process; the trainer, datagen, decoder, avg_checkpoints,
-serve and bench have further subprocess tests of their own.)"""
+serve and bench have further subprocess tests of their own.) Last, what `entry_point.run` does
+before a command's main."""
 
 import pytest
 
