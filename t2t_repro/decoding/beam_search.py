@@ -340,15 +340,9 @@ class BeamSearch:
         if self.force_max_length:
             never = ops.logical_or(never, tokens == self.eos_id)
         logits = ops.where(never, NEG_INF, ops.cast(logits, "float32"))
-        # At most `beam` of the 2·beam end in EOS, so at least `beam` stay alive. Beam 1 is
-        # greedy search: the argmax alone continues or ends. A tiny vocabulary may have fewer.
-        count = min(2 * self.beam_size if self.beam_size > 1 else 1, vocab_size)
-        if "target_prefix" not in constants and self.sampler is None:
-            chosen, ids = top_k(logits, count)
-            normaliser = log_normaliser(logits, chosen[:, :1], ids[:, :1])
-            return chosen - normaliser, ops.cast(ids, "int32")
-        normaliser = ops.logsumexp(logits, axis=-1, keepdims=True)
-        if "target_prefix" in constants:
+        unforced = logits
+        forcing = "target_prefix" in constants
+        if forcing:
             forced = ops.repeat(constants["target_prefix"][:, position], self.beam_size, axis=0)
             forced = ops.expand_dims(forced, 1)
             logits = ops.where((forced != PAD_ID) & (tokens != forced), NEG_INF, logits)
@@ -357,6 +351,14 @@ class BeamSearch:
                 self.sampler.sample(logits, step_seed(constants["seed"], position)), 1)
             chosen = ops.take_along_axis(logits, ids, axis=1)
         else:
+            # At most `beam` of the 2·beam end in EOS, so at least `beam` stay alive. Beam 1
+            # is greedy search: the argmax alone continues or ends. A tiny vocabulary may
+            # have fewer tokens.
+            count = min(2 * self.beam_size if self.beam_size > 1 else 1, vocab_size)
             chosen, ids = top_k(logits, count)
+        if not forcing and self.sampler is None:  # the first chosen is the row's largest logit
+            normaliser = log_normaliser(logits, chosen[:, :1], ids[:, :1])
+        else:
+            normaliser = ops.logsumexp(unforced, axis=-1, keepdims=True)
         return chosen - normaliser, ops.cast(ids, "int32")
 
