@@ -174,7 +174,8 @@ def test_target_prefix_outputs_equal_ctranslate2s(converted, beam_size):
     for row, prefix in enumerate(prefixes):
         padded[row, : len(prefix)] = prefix
     search = TransformerBeamSearch(converted["model"], beam_size=beam_size, alpha=0.0)
-    ours = search(sources, np.full(len(sources), length), target_prefix=padded).best()
+    output = search(sources, np.full(len(sources), length), target_prefix=padded)
+    ours = output.best()
     theirs = converted["translator"].translate_batch(
         [tokens(row) for row in sources], target_prefix=[tokens(prefix) for prefix in prefixes],
         beam_size=beam_size, max_decoding_length=length, length_penalty=0)
@@ -189,6 +190,14 @@ def test_target_prefix_outputs_equal_ctranslate2s(converted, beam_size):
         assert len(differ) <= len(sources) // 8, differ
     assert all(row[: len(prefix)] == prefix
                for row, prefix in zip(expected + hypotheses, prefixes * 2))
+    # Each score is the whole output's log P, the forced pieces included, over the tokens
+    # that may be output (not id 0): from one teacher-forced pass over the output.
+    logits = converted["model"]({"inputs": sources, "targets": ours}).numpy().astype(np.float64)
+    logits[..., 0] = -np.inf
+    log_probs = logits - np.logaddexp.reduce(logits, axis=-1, keepdims=True)
+    teacher_forced = [log_probs[row, np.arange(len(ids)), ids].sum()
+                      for row, ids in enumerate(expected)]
+    np.testing.assert_allclose(output.scores[:, 0], teacher_forced, atol=1e-4)
     # The prefixes matter: a wrong piece changes what follows.
     unforced = search(sources, np.full(len(sources), length)).best()
     changed = [not np.array_equal(a, b) for a, b in zip(ours, unforced)]
