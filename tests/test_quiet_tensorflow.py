@@ -1,9 +1,12 @@
 """Entry points start without TensorFlow's C++ start-up lines that read like failures on a
 machine without a GPU, and without hiding anything else printed meanwhile."""
 
+import json
 import os
 import subprocess
 import sys
+
+import pytest
 
 from conftest import run_module_in_subprocess
 from t2t_repro.cli.quiet_tensorflow import without_startup_noise
@@ -49,25 +52,49 @@ def test_a_failed_cuinit_shows_when_a_cuda_driver_is_installed():
     assert without_startup_noise(ABSL_PREAMBLE + NO_DRIVER + CUINIT) == ""
 
 
-def onednn_on_after_import(environment):
-    """Whether TensorFlow's oneDNN kernels are on in a process that started with
-    `environment` and imported TensorFlow as the commands do."""
-    code = ("from t2t_repro.cli.quiet_tensorflow import import_tensorflow\n"
+def after_import(environment):
+    """In a process that started with `environment` and imported TensorFlow as the commands
+    do: whether oneDNN is on, which optional imports TensorFlow's import left in sys.modules,
+    and whether they import afterwards."""
+    code = ("import json, sys\n"
+            "from t2t_repro.cli.quiet_tensorflow import import_tensorflow\n"
             "import_tensorflow()\n"
             "from tensorflow.python.util import _pywrap_util_port\n"
-            "print(_pywrap_util_port.IsMklEnabled())\n")
+            "left = sorted(name for name in ('jax', 'matplotlib') if name in sys.modules)\n"
+            "import jax.numpy, matplotlib.pyplot\n"
+            "print(json.dumps({'onednn': _pywrap_util_port.IsMklEnabled(), 'left': left,\n"
+            "                  'jax_sum': float(jax.numpy.arange(4).sum()),\n"
+            "                  'pyplot': matplotlib.pyplot.__name__}))\n")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             env=environment)
     assert result.returncode == 0, result.stderr
-    return {"True": True, "False": False}[result.stdout.strip()]
+    return json.loads(result.stdout.strip().splitlines()[-1])
 
 
-def test_the_commands_turn_onednn_on_on_any_cpu_unless_told_otherwise():
+@pytest.fixture(scope="module")
+def environment_without_onednn_setting():
+    return {name: value for name, value in os.environ.items()
+            if name != "TF_ENABLE_ONEDNN_OPTS"}
+
+
+@pytest.fixture(scope="module")
+def default_import(environment_without_onednn_setting):
+    return after_import(environment_without_onednn_setting)
+
+
+def test_the_commands_turn_onednn_on_on_any_cpu_unless_told_otherwise(
+        default_import, environment_without_onednn_setting):
     """TensorFlow's own default leaves it off on CPUs without AVX-512."""
-    environment = {name: value for name, value in os.environ.items()
-                   if name != "TF_ENABLE_ONEDNN_OPTS"}
-    assert onednn_on_after_import(environment)
-    assert not onednn_on_after_import(dict(environment, TF_ENABLE_ONEDNN_OPTS="0"))
+    assert default_import["onednn"] is True
+    told_otherwise = dict(environment_without_onednn_setting, TF_ENABLE_ONEDNN_OPTS="0")
+    assert after_import(told_otherwise)["onednn"] is False
+
+
+def test_tensorflow_is_imported_without_jax_and_matplotlib_which_import_afterwards(
+        default_import):
+    assert default_import["left"] == []
+    assert default_import["jax_sum"] == 6.0
+    assert default_import["pyplot"] == "matplotlib.pyplot"
 
 
 def test_the_onednn_notice_is_noise():

@@ -12,6 +12,11 @@ an ERROR; with oneDNN on, an INFO line says so, twice.
 Hiding CUDA devices (CUDA_VISIBLE_DEVICES=-1) does not avoid the cuInit call either.
 So stderr (file descriptor 2, which C++ writes to) is captured while TensorFlow is imported and
 looks for devices, and afterwards every captured line is written back except these known ones.
+
+Importing TensorFlow also imports JAX where it is installed (for TFLite's JAX converter) and
+Keras's image-gallery plot imports matplotlib.pyplot: a quarter of the import's time, for
+nothing a command uses (docs/performance.md, "Start-up"). Both are kept out while TensorFlow is
+imported; a command that needs either imports it afterwards as usual.
 """
 
 import contextlib
@@ -64,13 +69,32 @@ def startup_noise_filtered():
                 sys.stderr.flush()
 
 
+# Imported by TensorFlow's and Keras's own imports when installed, each in a try block.
+OPTIONAL_IMPORTS_NO_COMMAND_USES = ("jax", "matplotlib")
+
+
+@contextlib.contextmanager
+def unimportable(*names):
+    """Inside the block, importing any of `names` (not imported yet) raises ImportError, as if
+    it were not installed; after it, they import as usual."""
+    blocked = [name for name in names if name not in sys.modules]
+    for name in blocked:
+        sys.modules[name] = None  # what the import system reads as "not importable"
+    try:
+        yield
+    finally:
+        for name in blocked:
+            if name in sys.modules and sys.modules[name] is None:
+                del sys.modules[name]
+
+
 def import_tensorflow():
     """Imports TensorFlow with oneDNN on (unless TF_ENABLE_ONEDNN_OPTS says otherwise) and
     enumerates its devices (where cuInit is called) quietly."""
     # CPU-feature and oneDNN notices are INFO lines that this level does stop.
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
-    with startup_noise_filtered():
+    with startup_noise_filtered(), unimportable(*OPTIONAL_IMPORTS_NO_COMMAND_USES):
         import tensorflow as tf
 
         tf.config.list_physical_devices()

@@ -20,6 +20,8 @@ from conftest import HANG_GUARD_S
 TWO_CPU_DEVICES = textwrap.dedent(
     """
     import json, sys, tempfile
+    from t2t_repro.cli.quiet_tensorflow import import_tensorflow
+    import_tensorflow()  # as the commands start
     import tensorflow as tf
     cpu = tf.config.list_physical_devices("CPU")[0]
     tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)

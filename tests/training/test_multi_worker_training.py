@@ -80,6 +80,8 @@ WORKER_STEPS = textwrap.dedent(
     """
     import json, sys
     import numpy as np
+    from t2t_repro.cli.quiet_tensorflow import import_tensorflow
+    import_tensorflow()  # as the commands start
     import tensorflow as tf
     sys.path.insert(0, sys.argv[1])
     from step_cases import HPARAMS, micro_batch, new_model

@@ -84,6 +84,8 @@ def test_accumulation_counts_updates_and_reports_each_updates_token_means():
 TWO_REPLICAS = textwrap.dedent(
     """
     import json, sys
+    from t2t_repro.cli.quiet_tensorflow import import_tensorflow
+    import_tensorflow()  # as the commands start
     import tensorflow as tf
     cpu = tf.config.list_physical_devices("CPU")[0]
     tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
