@@ -64,6 +64,10 @@ def transformer_base():
         optimizer_adam_beta2=0.98,
         optimizer_adam_epsilon=1e-9,
         clip_grad_norm=0.0,  # 0: no clipping (the paper clips nothing)
+        # Target positions whose logits the training loss computes at a time: the same loss
+        # and gradient, without the [tokens, vocabulary] logits in memory whole
+        # (training/chunked_loss.py).
+        loss_chunk_tokens=1024,
         dtype_policy="float32",  # or mixed_bfloat16 / mixed_float16 (training only)
         # Data and schedule.
         batch_size=25000,  # tokens per micro-batch, all replicas together (paper §5.1)

@@ -16,9 +16,10 @@ from t2t_repro.names import HPARAMS_FILENAME
 
 _TYPES = (bool, int, float, str)
 
-# Model hparams added after runs were first saved, each with the value that computes what those
-# runs computed (the paper's choice, which every set of hparams/transformer.py has): a saved
-# run without one was trained with that value (`with_added_model_hparams`).
+# Hparams added after runs were first saved, each with the value that computes what those runs
+# computed (the paper's choice, which every set of hparams/transformer.py has): a saved run
+# without one was trained with that value (`with_added_model_hparams`). The loss's chunk size
+# changes no result, only the training step's memory.
 ADDED_MODEL_HPARAMS = {
     "ffn_activation": "relu",
     "attention_bias": False,
@@ -27,6 +28,7 @@ ADDED_MODEL_HPARAMS = {
     "zero_pad_embedding": False,
     "encoder_input_bias": False,
     "fused_attention": False,
+    "loss_chunk_tokens": 1024,
 }
 
 

@@ -312,10 +312,11 @@ class Transformer(keras.Model):
         return x, memory_mask
 
     def decode(self, decoder_inputs, memory, memory_mask, training=None, attention_scores=None,
-               self_attention_mask=None, positions=None):
-        """Decoder input ids [batch, t] attending to `memory` -> logits [batch, t, vocab].
-        Packed rows give a `self_attention_mask` [batch, t, t] (on top of the causal one), a
-        `memory_mask` [batch, t, s] and `positions` [batch, t] that keep each pair apart."""
+               self_attention_mask=None, positions=None, project=True):
+        """Decoder input ids [batch, t] attending to `memory` -> logits [batch, t, vocab]
+        (with `project=False`, what `call` returns with it). Packed rows give a
+        `self_attention_mask` [batch, t, t] (on top of the causal one), a `memory_mask`
+        [batch, t, s] and `positions` [batch, t] that keep each pair apart."""
         self.check_length(ops.shape(decoder_inputs)[1], "decoder input")
         x = self._embed(decoder_inputs, self.target_embedding, self.decoder_position,
                         self.decoder_input_dropout, training, positions=positions)
@@ -329,13 +330,28 @@ class Transformer(keras.Model):
                 memory_mask=memory_mask,
                 training=training,
             )
+        if not project:
+            return self._final_hidden(x), *self._output_projection_and_bias()
         return self._logits(x)
+
+    def _final_hidden(self, x):
+        return x if self.decoder_final_norm is None else self.decoder_final_norm(x)
+
+    def _output_projection_and_bias(self):
+        """[V, d] and [V] float32 (None without a logits bias): logits = hidden·projectionᵀ +
+        bias."""
+        if self.softmax_projection is not None:
+            projection = ops.transpose(self.softmax_projection.kernel)
+        else:
+            projection = ops.convert_to_tensor(self.target_embedding.embeddings)
+        bias = (ops.cast(self.final_logits_bias, "float32") if self.hparams.logits_bias
+                else None)
+        return projection, bias
 
     def _logits(self, x, output_projection=None):
         """Next-token logits, float32 under every dtype policy: the loss and the beam search
         take log-softmaxes of them. `output_projection`: `decoding_projection()`'s."""
-        if self.decoder_final_norm is not None:
-            x = self.decoder_final_norm(x)
+        x = self._final_hidden(x)
         if self.softmax_projection is not None:
             logits = ops.cast(self.softmax_projection(x), "float32")
         else:
@@ -433,17 +449,22 @@ class Transformer(keras.Model):
         logits = logits[:, 0] if one_per_sentence else logits
         return logits, {"keys_values": keys_values, "slots": slots}
 
-    def call(self, features, training=None):
-        return self._teacher_forced(features, training)
+    def call(self, features, training=None, project=True):
+        """Teacher-forced logits of `features` (`_teacher_forced`). With `project=False`,
+        instead of them, `(hidden, projection, bias)`: the final hidden states [batch, t, d],
+        the output projection [V, d] and the logits bias [V] (None without one), whose
+        `hidden · projectionᵀ + bias` the logits are, for a loss that projects a chunk of
+        tokens at a time (`training.chunked_loss`)."""
+        return self._teacher_forced(features, training, project=project)
 
-    def _teacher_forced(self, features, training=None, attention_scores=None):
+    def _teacher_forced(self, features, training=None, attention_scores=None, project=True):
         """Logits of `features` {"inputs", "targets"}, or of packed rows with
         `PACKING_FEATURES` too: then each pair attends only to itself and its positions
         restart, so every pair gets the logits it gets alone."""
         if not is_packed(features):
             memory, memory_mask = self.encode(features["inputs"], training, attention_scores)
             return self.decode(shift_right(features["targets"]), memory, memory_mask, training,
-                               attention_scores)
+                               attention_scores, project=project)
         if self.self_attention_window:
             raise HParamsError("Packed rows need full self-attention: hparam packed=true does "
                                "not combine with self_attention_window > 0.")
@@ -456,7 +477,7 @@ class Transformer(keras.Model):
             shift_right(features["targets"], features["targets_position"]), memory,
             same_segment_mask(target_segments, source_segments), training, attention_scores,
             self_attention_mask=same_segment_mask(target_segments, target_segments),
-            positions=features["targets_position"])
+            positions=features["targets_position"], project=project)
 
     def attention_weights(self, features):
         """Every layer's attention weights on teacher-forced `features` (packed rows too), for

@@ -76,7 +76,8 @@ def _segment_lengths(segmentation):
     return ops.sum(one_hot, axis=1)
 
 
-def batch_stats(features, targets, logits, losses, nll):
-    """The `STAT_FIELDS` sums of one batch, stacked: token sums, then length moments."""
-    return ops.stack([*token_sums(targets, logits, losses, nll),
-                      *length_moments(features, token_mask(targets))])
+def batch_stats(features, targets, loss_sum, nll_sum, correct):
+    """The `STAT_FIELDS` sums of one batch, stacked: the loss sums over its target tokens
+    (`chunked_loss.chunked_loss_sums`), the tokens, then length moments."""
+    mask = token_mask(targets)
+    return ops.stack([loss_sum, nll_sum, correct, ops.sum(mask), *length_moments(features, mask)])

@@ -22,6 +22,7 @@ TRAINING_ONLY_HPARAMS = frozenset({
     "learning_rate_schedule", "learning_rate_constant", "learning_rate_warmup_steps",
     "optimizer_adam_beta1", "optimizer_adam_beta2", "optimizer_adam_epsilon", "clip_grad_norm",
     "dtype_policy", "batch_size", "gradient_accumulation_steps", "train_steps", "packed",
+    "loss_chunk_tokens",
 })
 
 

@@ -18,7 +18,7 @@ import numpy as np
 
 from t2t_repro.hparams import HParamsError
 from t2t_repro.training.jax.compiler_options import train_step_jit_options
-from t2t_repro.training.losses import smoothed_loss_and_nll, token_mask
+from t2t_repro.training.chunked_loss import chunked_loss_sums, model_chunk_tokens
 from t2t_repro.training.update_stats import UpdateStats, batch_stats
 
 
@@ -58,6 +58,7 @@ class JaxTrainStep:
         self.smoothing = smoothing
         self.accumulation_steps = accumulation_steps
         self.clip_norm = clip_norm
+        self.loss_chunk_tokens = model_chunk_tokens(model)
         self.place_batch = place_batch or (lambda batch: batch)
         self._gradients = jax.value_and_grad(self._loss, has_aux=True)
         self._accumulate = jax.jit(self._accumulate_micro_batch, donate_argnums=(1, 2),
@@ -92,11 +93,12 @@ class JaxTrainStep:
 
     def _loss(self, trainable, non_trainable, batch, global_tokens):
         features, targets = batch
-        logits, non_trainable = self.model.stateless_call(trainable, non_trainable, features,
-                                                          training=True)
-        losses, nll = smoothed_loss_and_nll(targets, logits, self.smoothing)
-        loss = jnp.sum(losses * token_mask(targets)) / jnp.maximum(global_tokens, 1.0)
-        return loss, (non_trainable, batch_stats(features, targets, logits, losses, nll))
+        (hidden, projection, bias), non_trainable = self.model.stateless_call(
+            trainable, non_trainable, features, training=True, project=False)
+        loss_sum, nll_sum, correct = chunked_loss_sums(
+            hidden, projection, targets, self.smoothing, self.loss_chunk_tokens, bias)
+        loss = loss_sum / jnp.maximum(global_tokens, 1.0)
+        return loss, (non_trainable, batch_stats(features, targets, loss_sum, nll_sum, correct))
 
     def _accumulate_micro_batch(self, trainable, non_trainable, gradient_sum, batch,
                                 global_tokens):

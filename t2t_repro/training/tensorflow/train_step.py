@@ -19,7 +19,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from t2t_repro.training.losses import smoothed_loss_and_nll, token_mask
+from t2t_repro.training.chunked_loss import chunked_loss_sums, model_chunk_tokens
+from t2t_repro.training.losses import token_mask
 from t2t_repro.training.update_stats import STAT_FIELDS, UpdateStats, batch_stats
 
 
@@ -57,6 +58,7 @@ class TensorFlowTrainStep:
         self.smoothing = smoothing
         self.accumulation_steps = accumulation_steps
         self.clip_norm = clip_norm
+        self.loss_chunk_tokens = model_chunk_tokens(model)
         self.loss_scaling = isinstance(model.optimizer, keras.optimizers.LossScaleOptimizer)
         replicas = strategy.num_replicas_in_sync
         # Keras's optimizer sums the replicas' gradients itself; clipping and the loss scale's
@@ -123,16 +125,14 @@ class TensorFlowTrainStep:
     def _micro_batch(self, features, targets, global_tokens):
         """Gradients of this replica's share of the update's loss, and its token sums."""
         with tf.GradientTape() as tape:
-            logits = self.model(features, training=True)
-            losses, nll = smoothed_loss_and_nll(targets, logits, self.smoothing)
-            mask = token_mask(targets)
-            loss_sum = tf.reduce_sum(losses * mask)
+            hidden, projection, bias = self.model(features, training=True, project=False)
+            loss_sum, nll_sum, correct = chunked_loss_sums(
+                hidden, projection, targets, self.smoothing, self.loss_chunk_tokens, bias)
             loss = loss_sum / tf.maximum(global_tokens, 1.0)
             if self.loss_scaling:
                 loss = self.model.optimizer.scale_loss(loss)
         gradients = tape.gradient(loss, self._variables)
-        stats = batch_stats(features, targets, logits, losses, nll)
-        return gradients, stats
+        return gradients, batch_stats(features, targets, loss_sum, nll_sum, correct)
 
     def _accumulate_on_replica(self, batch, global_tokens):
         gradients, stats = self._replica_gradients(*batch, global_tokens)
