@@ -46,6 +46,7 @@ BACKEND_AGNOSTIC = {
     "t2t_repro.training.peak_flops",
     "t2t_repro.training.learning_rate",
     "t2t_repro.training.losses",
+    "t2t_repro.training.chunked_loss",
     "t2t_repro.training.optimizer",
     "t2t_repro.training.attention_images",
     "t2t_repro.visualization",

@@ -125,6 +125,7 @@ def test_five_kills_one_mid_checkpoint_each_resume_from_the_newest_complete_chec
     ("--keep_checkpoint_max=0", "--keep_checkpoint_max=0"),
     ("--schedule=evaluate", "has no checkpoint"),
     ("--hparams=batch_size=256,max_length=24,dtype_policy=mixed_fp8", "dtype_policy"),
+    ("--hparams=batch_size=256,max_length=24,loss_chunk_tokens=0", "loss_chunk_tokens"),
 ])
 def test_senseless_flag_values_are_errors_that_write_nothing(tmp_path, flag, named):
     output_dir = tmp_path / "run"

@@ -17,9 +17,13 @@ from t2t_repro.hparams import HParamsError
 from t2t_repro.training.losses import logits_gradient, token_losses, token_mask
 
 
-def model_chunk_tokens(model):
-    """The model's hparam loss_chunk_tokens, checked."""
-    chunk_tokens = model.hparams.loss_chunk_tokens
+DEFAULT_CHUNK_TOKENS = 1024  # hparam loss_chunk_tokens's default
+
+
+def hparams_chunk_tokens(hparams):
+    """hparam loss_chunk_tokens (the default in a run saved before it existed), checked."""
+    chunk_tokens = (hparams.loss_chunk_tokens if "loss_chunk_tokens" in hparams
+                    else DEFAULT_CHUNK_TOKENS)
     if chunk_tokens < 1:
         raise HParamsError(f"hparam loss_chunk_tokens must be at least 1 (target positions "
                            f"per chunk of the loss), got {chunk_tokens}.")
@@ -35,13 +39,15 @@ def chunked_loss_sums(hidden, projection, labels, smoothing, chunk_tokens, bias=
         projection: [V, d], cast to `hidden`'s dtype; logits are float32 from there on.
         labels: [batch, length] target ids, 0 at padding.
         smoothing: label smoothing ε (`losses.label_smoothed_cross_entropy`).
-        chunk_tokens: target positions per chunk (padding included; `model_chunk_tokens`).
+        chunk_tokens: target positions per chunk (padding included), at least 1.
         bias: [V] float32 logits bias, or None.
 
     Returns:
         `(loss_sum, nll_sum, correct)`, float32 scalars. Only `loss_sum` is differentiable
         (with respect to `hidden`, `projection` and `bias`); the other two are reported.
     """
+    if chunk_tokens < 1:
+        raise ValueError(f"chunk_tokens must be at least 1, got {chunk_tokens}.")
     depth = int(ops.shape(hidden)[-1])
     vocab_size = int(ops.shape(projection)[0])
     flat_labels = ops.reshape(ops.cast(labels, "int32"), (-1,))

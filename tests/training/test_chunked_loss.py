@@ -8,9 +8,8 @@ import tensorflow as tf
 
 from step_cases import micro_batch, new_model
 from t2t_repro.hparams import HParamsError, create_hparams
-from t2t_repro.training.chunked_loss import chunked_loss_sums
+from t2t_repro.training.chunked_loss import chunked_loss_sums, hparams_chunk_tokens
 from t2t_repro.training.losses import smoothed_loss_and_nll, token_mask
-from t2t_repro.training.tensorflow.train_step import TensorFlowTrainStep
 
 VOCAB, DEPTH, SMOOTHING = 13, 6, 0.1
 UPSTREAM = 0.37  # the loss sum enters the loss scaled, as by 1 / the batch's tokens
@@ -131,6 +130,6 @@ def test_the_models_factors_give_its_logits_and_the_loss_their_gradient(override
 
 
 def test_a_chunk_size_below_one_is_an_error_naming_the_hparam():
-    hparams = create_hparams("transformer_tiny", "loss_chunk_tokens=0")
+    assert hparams_chunk_tokens(create_hparams("transformer_tiny")) == 1024
     with pytest.raises(HParamsError, match="hparam loss_chunk_tokens must be at least 1"):
-        TensorFlowTrainStep(new_model(hparams), tf.distribute.get_strategy(), 0.1)
+        hparams_chunk_tokens(create_hparams("transformer_tiny", "loss_chunk_tokens=0"))

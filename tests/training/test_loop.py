@@ -231,13 +231,29 @@ TABLE_VOCAB = 7
 SMOOTHING = 0.1
 
 
+class _TableModel(keras.Model):
+    """Input ids -> logits = table[ids]. With `project=False` (as the train step calls the
+    Transformer) it returns what those logits are made of: one-hot hidden states and the
+    table transposed as the output projection."""
+
+    def __init__(self, table):
+        super().__init__(name="table_model")
+        self.lookup = keras.layers.Embedding(TABLE_VOCAB, TABLE_VOCAB)
+        self.lookup.build((None, None))
+        self.lookup.embeddings.assign(table.astype("float32"))
+
+    def call(self, ids, training=None, project=True):
+        if project:
+            return self.lookup(ids)
+        return (keras.ops.one_hot(ids, TABLE_VOCAB), keras.ops.transpose(self.lookup.embeddings),
+                None)
+
+
 def _table_model(seed):
     """A Keras model: input ids -> logits = table[ids], compiled as the trainer compiles, with
     a learning rate of 0 (the table never changes, so NumPy can use it for every step)."""
     table = np.random.default_rng(seed).normal(size=(TABLE_VOCAB, TABLE_VOCAB)) * 2
-    model = keras.Sequential([keras.layers.Embedding(TABLE_VOCAB, TABLE_VOCAB)])
-    model.build((None, None))
-    model.layers[0].embeddings.assign(table.astype("float32"))
+    model = _TableModel(table)
     hparams = create_hparams("transformer_tiny", f"learning_rate_constant=0.0,"
                                                  f"label_smoothing={SMOOTHING}")
     return compile_for_training(model, hparams), table

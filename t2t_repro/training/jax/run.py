@@ -6,6 +6,7 @@ import keras
 
 from t2t_repro.data.array_batches import prefetched
 from t2t_repro.data.problem import EVAL, TRAIN
+from t2t_repro.training.chunked_loss import hparams_chunk_tokens
 from t2t_repro.training.jax.train_step import JaxTrainStep, check_dtype_policy
 from t2t_repro.training.local_evaluation import evaluate_locally
 from t2t_repro.training.peak_flops import compute_dtype, peak_tflops
@@ -52,7 +53,8 @@ class JaxTrainingRun(TrainingRunBase):
         train_step = JaxTrainStep(
             model, hparams.label_smoothing,
             accumulation_steps=hparams.gradient_accumulation_steps,
-            clip_norm=hparams.clip_grad_norm, place_batch=self._place_batch)
+            clip_norm=hparams.clip_grad_norm, place_batch=self._place_batch,
+            loss_chunk_tokens=hparams_chunk_tokens(hparams))
         # XLA runs float32 matmuls in TF32 on GPUs that have it, as TensorFlow does.
         device_peak = peak_tflops or peak_tflops_of(devices[0], hparams.dtype_policy)
         super().__init__(problem, hparams, output_dir, model, train_step,

@@ -18,7 +18,7 @@ import numpy as np
 
 from t2t_repro.hparams import HParamsError
 from t2t_repro.training.jax.compiler_options import train_step_jit_options
-from t2t_repro.training.chunked_loss import chunked_loss_sums, model_chunk_tokens
+from t2t_repro.training.chunked_loss import DEFAULT_CHUNK_TOKENS, chunked_loss_sums
 from t2t_repro.training.update_stats import UpdateStats, batch_stats
 
 
@@ -36,13 +36,16 @@ class JaxTrainStep:
     `(features, targets)` of NumPy arrays from an iterator.
 
     Args:
-        model: a compiled, built Keras model (its optimizer built too).
+        model: a compiled, built Keras model (its optimizer built too), whose call takes
+            `project=False` (`Transformer.call`): the loss projects its hidden states a chunk
+            at a time.
         smoothing: label smoothing ε of the loss.
         accumulation_steps: micro-batches per update (k ≥ 1); their gradients are summed
             before the one update, so k batches equal one batch of their union.
         clip_norm: clip the update's gradient to this global norm (0: no clipping).
         place_batch: puts a batch's arrays on the devices (e.g. sharded over them); default:
             left to JAX.
+        loss_chunk_tokens: target positions per chunk of the loss (`chunked_loss`).
 
     Returns (from a call): `UpdateStats` of the update. `finite` is False when the loss or a
     gradient was not finite: the update has then been applied with non-finite values, and the
@@ -50,7 +53,7 @@ class JaxTrainStep:
     """
 
     def __init__(self, model, smoothing, accumulation_steps=1, clip_norm=0.0,
-                 place_batch=None):
+                 place_batch=None, loss_chunk_tokens=DEFAULT_CHUNK_TOKENS):
         if accumulation_steps < 1:
             raise ValueError(f"accumulation_steps must be at least 1, got {accumulation_steps}.")
         check_dtype_policy(model.dtype_policy.name)
@@ -58,7 +61,7 @@ class JaxTrainStep:
         self.smoothing = smoothing
         self.accumulation_steps = accumulation_steps
         self.clip_norm = clip_norm
-        self.loss_chunk_tokens = model_chunk_tokens(model)
+        self.loss_chunk_tokens = loss_chunk_tokens
         self.place_batch = place_batch or (lambda batch: batch)
         self._gradients = jax.value_and_grad(self._loss, has_aux=True)
         self._accumulate = jax.jit(self._accumulate_micro_batch, donate_argnums=(1, 2),

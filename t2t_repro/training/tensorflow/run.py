@@ -7,6 +7,7 @@ import tensorflow as tf
 from t2t_repro.data.problem import EVAL, TRAIN
 from t2t_repro.training.tensorflow import strategy as strategy_lib
 from t2t_repro.training import summaries
+from t2t_repro.training.chunked_loss import hparams_chunk_tokens
 from t2t_repro.training.local_evaluation import evaluate_locally
 from t2t_repro.training.peak_flops import compute_dtype
 from t2t_repro.training.run import TrainingRunBase, build_model, compile_for_training
@@ -39,6 +40,7 @@ class TensorFlowTrainingRun(TrainingRunBase):
             model, strategy, hparams.label_smoothing,
             accumulation_steps=hparams.gradient_accumulation_steps,
             clip_norm=hparams.clip_grad_norm, jit_compile=jit_compile,
+            loss_chunk_tokens=hparams_chunk_tokens(hparams),
         )
         device_peak = peak_tflops or strategy_lib.local_gpu_peak_tflops(compute_dtype(
             hparams.dtype_policy, tf.config.experimental.tensor_float_32_execution_enabled()))

@@ -19,7 +19,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from t2t_repro.training.chunked_loss import chunked_loss_sums, model_chunk_tokens
+from t2t_repro.training.chunked_loss import DEFAULT_CHUNK_TOKENS, chunked_loss_sums
 from t2t_repro.training.losses import token_mask
 from t2t_repro.training.update_stats import STAT_FIELDS, UpdateStats, batch_stats
 
@@ -34,7 +34,8 @@ class TensorFlowTrainStep:
 
     Args:
         model: a compiled, built Keras model (its optimizer built too) created in
-            `strategy.scope()`. `model.optimizer` may be a `keras.optimizers.LossScaleOptimizer`
+            `strategy.scope()`, whose call takes `project=False` (`Transformer.call`): the loss
+            projects its hidden states a chunk at a time. `model.optimizer` may be a `keras.optimizers.LossScaleOptimizer`
             (float16 training): the loss is scaled, and a step whose gradients overflow is
             skipped by it (the step counter does not advance) while the scale halves.
         strategy: the tf.distribute strategy the model was built under.
@@ -43,6 +44,7 @@ class TensorFlowTrainStep:
         clip_norm: clip the global batch's gradient to this global norm (0: no clipping). The
             norm is taken after summing over replicas, so it is the global batch's norm.
         jit_compile: compile each replica's work with XLA.
+        loss_chunk_tokens: target positions per chunk of the loss (`chunked_loss`).
 
     Returns (from a call): `UpdateStats` of the update. `finite` is False when the loss or, for
     optimizers without loss scaling, a gradient was not finite: the update has then been
@@ -50,7 +52,7 @@ class TensorFlowTrainStep:
     """
 
     def __init__(self, model, strategy, smoothing, accumulation_steps=1, clip_norm=0.0,
-                 jit_compile=False):
+                 jit_compile=False, loss_chunk_tokens=DEFAULT_CHUNK_TOKENS):
         if accumulation_steps < 1:
             raise ValueError(f"accumulation_steps must be at least 1, got {accumulation_steps}.")
         self.model = model
@@ -58,7 +60,7 @@ class TensorFlowTrainStep:
         self.smoothing = smoothing
         self.accumulation_steps = accumulation_steps
         self.clip_norm = clip_norm
-        self.loss_chunk_tokens = model_chunk_tokens(model)
+        self.loss_chunk_tokens = loss_chunk_tokens
         self.loss_scaling = isinstance(model.optimizer, keras.optimizers.LossScaleOptimizer)
         replicas = strategy.num_replicas_in_sync
         # Keras's optimizer sums the replicas' gradients itself; clipping and the loss scale's
