@@ -126,6 +126,9 @@ def test_five_kills_one_mid_checkpoint_each_resume_from_the_newest_complete_chec
     ("--schedule=evaluate", "has no checkpoint"),
     ("--hparams=batch_size=256,max_length=24,dtype_policy=mixed_fp8", "dtype_policy"),
     ("--hparams=batch_size=256,max_length=24,loss_chunk_tokens=0", "loss_chunk_tokens"),
+    ("--hparams=batch_size=256,max_length=24,gradient_accumulation_steps=0",
+     "hparam gradient_accumulation_steps must be at least 1"),
+    ("--hparams=batch_size=0,max_length=24", "hparam batch_size must be at least 1"),
 ])
 def test_senseless_flag_values_are_errors_that_write_nothing(tmp_path, flag, named):
     output_dir = tmp_path / "run"

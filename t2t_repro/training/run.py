@@ -32,6 +32,19 @@ class NonFiniteLossError(UserError):
         self.last_checkpoint = last_checkpoint
 
 
+# Counts a training run needs at least one of: tokens per micro-batch, micro-batches per
+# update, target positions per chunk of the loss.
+COUNT_HPARAMS = ("batch_size", "gradient_accumulation_steps", "loss_chunk_tokens")
+
+
+def check_training_hparams(hparams):
+    """HParamsError naming a count hparam below 1, before anything is built or written."""
+    for name in COUNT_HPARAMS:
+        if name in hparams and getattr(hparams, name) < 1:
+            raise HParamsError(f"hparam {name} must be at least 1, got "
+                               f"{getattr(hparams, name)}.")
+
+
 def build_model(model_name, hparams, problem, dtype_policy="float32"):
     """The registered model for `problem`'s vocabularies, with all its weights created (the
     hparams as the problem's data needs them: `Problem.model_hparams`).

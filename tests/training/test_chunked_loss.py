@@ -7,8 +7,9 @@ import pytest
 import tensorflow as tf
 
 from step_cases import micro_batch, new_model
-from t2t_repro.hparams import HParamsError, create_hparams
-from t2t_repro.training.chunked_loss import chunked_loss_sums, hparams_chunk_tokens
+from t2t_repro.hparams import HParams, create_hparams
+from t2t_repro.training.chunked_loss import (DEFAULT_CHUNK_TOKENS, chunked_loss_sums,
+                                             hparams_chunk_tokens)
 from t2t_repro.training.losses import smoothed_loss_and_nll, token_mask
 
 VOCAB, DEPTH, SMOOTHING = 13, 6, 0.1
@@ -129,7 +130,9 @@ def test_the_models_factors_give_its_logits_and_the_loss_their_gradient(override
                                    rtol=1e-6, atol=1e-6)
 
 
-def test_a_chunk_size_below_one_is_an_error_naming_the_hparam():
-    assert hparams_chunk_tokens(create_hparams("transformer_tiny")) == 1024
-    with pytest.raises(HParamsError, match="hparam loss_chunk_tokens must be at least 1"):
-        hparams_chunk_tokens(create_hparams("transformer_tiny", "loss_chunk_tokens=0"))
+def test_a_run_saved_before_the_hparam_gets_the_default_chunk_size():
+    hparams = create_hparams("transformer_tiny", "loss_chunk_tokens=64")
+    assert hparams_chunk_tokens(hparams) == 64
+    saved_before = HParams(**{name: value for name, value in hparams.values().items()
+                              if name != "loss_chunk_tokens"})
+    assert hparams_chunk_tokens(saved_before) == DEFAULT_CHUNK_TOKENS == 1024

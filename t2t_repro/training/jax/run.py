@@ -10,7 +10,8 @@ from t2t_repro.training.chunked_loss import hparams_chunk_tokens
 from t2t_repro.training.jax.train_step import JaxTrainStep, check_dtype_policy
 from t2t_repro.training.local_evaluation import evaluate_locally
 from t2t_repro.training.peak_flops import compute_dtype, peak_tflops
-from t2t_repro.training.run import TrainingRunBase, build_model, compile_for_training
+from t2t_repro.training.run import (TrainingRunBase, build_model, check_training_hparams,
+                                    compile_for_training)
 
 
 def data_parallel_placement(devices):
@@ -44,6 +45,7 @@ class JaxTrainingRun(TrainingRunBase):
     def __init__(self, problem, hparams, output_dir, model_name="transformer", devices=None,
                  seed=None, peak_tflops=None, **kwargs):
         check_dtype_policy(hparams.dtype_policy)  # before anything is read or built
+        check_training_hparams(hparams)
         devices = devices or jax.local_devices()
         for mode in (TRAIN, EVAL):  # missing arrays are an error before anything is written
             problem.token_arrays(mode)

@@ -10,7 +10,8 @@ from t2t_repro.training import summaries
 from t2t_repro.training.chunked_loss import hparams_chunk_tokens
 from t2t_repro.training.local_evaluation import evaluate_locally
 from t2t_repro.training.peak_flops import compute_dtype
-from t2t_repro.training.run import TrainingRunBase, build_model, compile_for_training
+from t2t_repro.training.run import (TrainingRunBase, build_model, check_training_hparams,
+                                    compile_for_training)
 from t2t_repro.training.tensorflow.train_step import TensorFlowTrainStep
 
 
@@ -30,6 +31,7 @@ class TensorFlowTrainingRun(TrainingRunBase):
 
     def __init__(self, problem, hparams, output_dir, strategy, model_name="transformer",
                  jit_compile=False, peak_tflops=None, **kwargs):
+        check_training_hparams(hparams)  # before anything is built
         self.strategy = strategy
         with strategy.scope():
             model = compile_for_training(
