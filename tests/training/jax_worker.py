@@ -40,16 +40,19 @@ def batch(cases, name):
     return features, features["targets"]
 
 
-def one_update(model, batches, **options):
-    step = JaxTrainStep(model, model_hparams.label_smoothing,
-                        accumulation_steps=len(batches), **options)
+def new_step(model, accumulation_steps=1, **options):
+    return JaxTrainStep(model, model_hparams.label_smoothing,
+                        accumulation_steps=accumulation_steps, **options)
+
+
+def one_update(model, batches, step=None, **options):
+    step = step or new_step(model, len(batches), **options)
     stats = step(iter(batches))
     return stats.loss_sum / stats.target_tokens, [np.asarray(w) for w in model.get_weights()]
 
 
-def ynnpack_fusions(model, batch):
+def ynnpack_fusions(step, model, batch):
     """[in the train step's compiled update, in the same update under a plain jax.jit]."""
-    step = JaxTrainStep(model, model_hparams.label_smoothing)
     arguments = ([v.value for v in model.trainable_variables],
                  [v.value for v in model.non_trainable_variables],
                  [v.value for v in model.optimizer.variables], None, batch, np.float32(1))
@@ -71,8 +74,9 @@ union = batch(cases, "union")
 
 model = restored_model()
 results["logits"] = keras.ops.convert_to_numpy(model(union[0], training=False))
-results["ynnpack_fusions"] = ynnpack_fusions(model, union)
-loss, weights = one_update(model, [union])
+step = new_step(model)  # its update compiled once, for the count and for the update
+results["ynnpack_fusions"] = ynnpack_fusions(step, model, union)
+loss, weights = one_update(model, [union], step)
 model.save_weights(os.path.join(output_dir, "jax-step.weights.h5"))
 results["one_step_loss"] = loss
 results.update({f"one_step_weight_{i}": w for i, w in enumerate(weights)})
