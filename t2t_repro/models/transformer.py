@@ -338,8 +338,8 @@ class Transformer(keras.Model):
         return x if self.decoder_final_norm is None else self.decoder_final_norm(x)
 
     def _output_projection_and_bias(self):
-        """[V, d] and [V] float32 (None without a logits bias): logits = hidden·projectionᵀ +
-        bias."""
+        """The output projection [V, d] as stored and the float32 logits bias [V] (None
+        without one): logits = hidden·projectionᵀ + bias."""
         if self.softmax_projection is not None:
             projection = ops.transpose(self.softmax_projection.kernel)
         else:

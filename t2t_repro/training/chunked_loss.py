@@ -14,9 +14,10 @@ the step's peak resident memory falls from 7.1 to 5.9 GiB, and it is no slower
 
 from keras import ops
 
+from t2t_repro.hparams import ADDED_MODEL_HPARAMS
 from t2t_repro.training.losses import logits_gradient, token_losses, token_mask
 
-DEFAULT_CHUNK_TOKENS = 1024  # hparam loss_chunk_tokens's default
+DEFAULT_CHUNK_TOKENS = ADDED_MODEL_HPARAMS["loss_chunk_tokens"]
 
 
 def hparams_chunk_tokens(hparams):
@@ -75,7 +76,7 @@ def chunked_loss_sums(hidden, projection, labels, smoothing, chunk_tokens, bias=
             sums = sums + ops.stack([ops.sum(loss * mask), ops.sum(nll * mask),
                                      ops.sum(correct * mask)])
             gradient = logits_gradient(logits, log_normalizer, chunk_labels, smoothing, mask,
-                                       ops.zeros_like(mask))
+                                       0.0)
             low_precision_gradient = ops.cast(gradient, hidden.dtype)
             hidden_gradient = ops.scatter_update(  # rows start.. (no XLA op under TensorFlow)
                 hidden_gradient, (start + ops.arange(chunk_tokens))[:, None],

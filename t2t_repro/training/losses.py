@@ -86,7 +86,7 @@ def token_losses(logits32, labels, smoothing):
 def logits_gradient(logits32, log_normalizer, labels, smoothing, loss_upstream, nll_upstream):
     """The gradient with respect to `logits32` of Σ loss_upstream·loss + nll_upstream·nll (the
     per-token `token_losses`, upstreams [...]): (p - q)·loss_upstream + (p - onehot)·
-    nll_upstream, with p the softmax and q the smoothed target, float32."""
+    nll_upstream (a number or [...]), with p the softmax and q the smoothed target, float32."""
     vocab_size = int(ops.shape(logits32)[-1])
     off_label = _off_label(vocab_size, smoothing)
     probabilities = ops.exp(logits32 - log_normalizer[..., None])
