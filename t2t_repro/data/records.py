@@ -61,6 +61,7 @@ def _shuffle_records(path, rng):
             writer.write(record)
 
 
+@tf.autograph.experimental.do_not_convert  # as `batching.chunk_to_batches`
 def _parse_batch(serialized):
     parsed = tf.io.parse_example(
         serialized, {name: tf.io.RaggedFeature(tf.int64) for name in FEATURES}

@@ -20,7 +20,10 @@ def compile_for_backend(fn, variables=(), jit_compile=False, fixed_shapes=True):
     if backend == "tensorflow":
         import tensorflow as tf
 
-        return tf.function(fn, jit_compile=jit_compile, reduce_retracing=True)
+        # Written in keras.ops without Python control flow on tensors (JAX traces it too), so
+        # autograph has nothing to convert; left on, it rewrites the model's and the search's
+        # code in every new process, 1.5 s of the first search's tracing.
+        return tf.function(fn, jit_compile=jit_compile, reduce_retracing=True, autograph=False)
     if backend == "jax" and fixed_shapes:
         import jax
 
