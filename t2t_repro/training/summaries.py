@@ -25,7 +25,9 @@ _REPORTED_METRICS = {
 
 class EventWriter:
     """Writes `Event` protos into a new event file in `logdir` (created if need be),
-    `events.out.tfevents.<time>.<host>.<pid>.<n>.v2`, as TensorFlow names them. TensorBoard's
+    `events.out.tfevents.<time>.<host>.<pid>.<n>.v2`, as TensorFlow names them. TensorBoard
+    reads a folder's files in the order of their names, so `n`, the process's count of files
+    opened, is zero-padded: its tenth file of a second sorts after its ninth. TensorBoard's
     own `EventFileWriter` would import TensorFlow wherever it is installed."""
 
     _files_opened = 0
@@ -34,7 +36,7 @@ class EventWriter:
         os.makedirs(logdir, exist_ok=True)
         EventWriter._files_opened += 1
         name = (f"events.out.tfevents.{int(time.time()):010d}.{socket.gethostname()}."
-                f"{os.getpid()}.{EventWriter._files_opened}.v2")
+                f"{os.getpid()}.{EventWriter._files_opened:06d}.v2")
         self._file = open(os.path.join(logdir, name), "ab")
         self._records = RecordWriter(self._file)
         self.write(event_pb2.Event(wall_time=time.time(), file_version="brain.Event:2"))
