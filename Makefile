@@ -38,4 +38,4 @@ demo: setup
 # 2-core CI machine this halves the wall time, as most tests wait on subprocesses and imports.
 # The 30 slowest tests are listed at the end, so every CI log shows where the time goes.
 test: setup
-	$(BIN)/python -m pytest -n 2 --dist loadfile --durations=30
+	$(BIN)/python -m pytest -n 2 --dist loadfile --no-loadscope-reorder --durations=30

@@ -21,9 +21,10 @@ import pytest  # noqa: E402
 REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
 TESTS_DIR = REPO_ROOT / "tests"
 # The files that each take one xdist worker a minute or more, slowest first (measured with
-# --durations). Collected first, pytest-xdist (--dist loadfile) hands them out first and the
-# many short files fill in at the end, instead of one worker starting a long file while the
-# other has nothing left.
+# --durations). Collected first, pytest-xdist (--dist loadfile --no-loadscope-reorder) hands
+# them out first and the many short files fill in at the end, instead of one worker starting a
+# long file while the other has nothing left. Without that flag xdist hands out the files with
+# the most tests first, and these, which have few, last.
 SLOW_FILES_FIRST = (
     "training/test_loop.py", "training/test_train_step.py", "problems/test_text_files.py",
     "serving/test_exporter.py", "training/test_jax_training.py", "test_trainer_faults.py",
