@@ -9,7 +9,8 @@ respect to the hidden states, the projection and the logits bias; the gradient i
 by the upstream gradient afterwards. The projection's multiplications are the same as those of
 automatic differentiation through the whole logits, so the step costs the same FLOPs. There
 the step's peak resident memory falls from 7.1 to 5.9 GiB, and it is no slower
-(docs/performance.md, "Training").
+(docs/performance.md, "Training"). Evaluation outside Keras (`local_evaluation`: JAX runs and
+multi-worker runs) takes the same sums chunk by chunk, without the gradient (`chunked_sums`).
 """
 
 from keras import ops
@@ -42,39 +43,25 @@ def chunked_loss_sums(hidden, projection, labels, smoothing, chunk_tokens, bias=
         `(loss_sum, nll_sum, correct)`, float32 scalars. Only `loss_sum` is differentiable
         (with respect to `hidden`, `projection` and `bias`); the other two are reported.
     """
-    if chunk_tokens < 1:
-        raise ValueError(f"chunk_tokens must be at least 1, got {chunk_tokens}.")
-    depth = int(ops.shape(hidden)[-1])
-    vocab_size = int(ops.shape(projection)[0])
-    flat_labels = ops.reshape(ops.cast(labels, "int32"), (-1,))
-    tokens = ops.shape(flat_labels)[0]  # a tensor under TensorFlow when the batch shape varies
-    chunks = (tokens + chunk_tokens - 1) // chunk_tokens
-    filler = chunks * chunk_tokens - tokens  # label 0: padding, out of every sum
-    padded_labels = ops.concatenate([flat_labels, ops.zeros((filler,), "int32")])
-    projection = ops.cast(projection, hidden.dtype)
+    chunks = _Chunks(hidden, projection, labels, chunk_tokens)
+    projection = chunks.projection
+    depth, vocab_size = chunks.depth, int(ops.shape(projection)[0])
     with_bias = bias is not None
 
     @ops.custom_gradient
     def loss_sums(hidden, projection, *maybe_bias):
-        flat_hidden = ops.reshape(hidden, (-1, depth))
-        padded_hidden = ops.concatenate([flat_hidden, ops.zeros((filler, depth), hidden.dtype)])
+        padded_hidden = chunks.padded_hidden(hidden)
         # Laid out [d, V] once, so that no chunk transposes a [V, d] or [chunk, V] operand.
         transposed_projection = ops.transpose(projection)
 
         def chunk_step(index, carry):
             sums, hidden_gradient, transposed_projection_gradient, bias_gradient = carry
             start = index * chunk_tokens
-            chunk_hidden = ops.slice(padded_hidden, (start, 0), (chunk_tokens, depth))
-            chunk_labels = ops.slice(padded_labels, (start,), (chunk_tokens,))
-            mask = token_mask(chunk_labels)
-            logits = ops.cast(ops.matmul(chunk_hidden, transposed_projection), "float32")
-            if with_bias:
-                logits = logits + maybe_bias[0]
-            loss, nll, log_normalizer = token_losses(logits, chunk_labels, smoothing)
-            predicted = ops.cast(ops.argmax(logits, axis=-1), "int32")
-            correct = ops.cast(ops.equal(predicted, chunk_labels), "float32")
-            sums = sums + ops.stack([ops.sum(loss * mask), ops.sum(nll * mask),
-                                     ops.sum(correct * mask)])
+            chunk_hidden, chunk_labels = chunks.chunk(index, padded_hidden)
+            chunk_sums, logits, log_normalizer, mask = _chunk_sums(
+                chunk_hidden, chunk_labels, transposed_projection,
+                maybe_bias[0] if with_bias else None, smoothing)
+            sums = sums + chunk_sums
             gradient = logits_gradient(logits, log_normalizer, chunk_labels, smoothing, mask,
                                        0.0)
             low_precision_gradient = ops.cast(gradient, hidden.dtype)
@@ -91,8 +78,8 @@ def chunked_loss_sums(hidden, projection, labels, smoothing, chunk_tokens, bias=
                    ops.zeros((depth, vocab_size), "float32"),
                    ops.zeros((vocab_size,), "float32"))
         sums, hidden_gradient, transposed_projection_gradient, bias_gradient = ops.fori_loop(
-            0, chunks, chunk_step, initial)
-        hidden_gradient = ops.reshape(hidden_gradient[:tokens], ops.shape(hidden))
+            0, chunks.count, chunk_step, initial)
+        hidden_gradient = ops.reshape(hidden_gradient[:chunks.tokens], ops.shape(hidden))
         projection_gradient = ops.transpose(transposed_projection_gradient)
         gradients = (hidden_gradient, ops.cast(projection_gradient, projection.dtype),
                      *([bias_gradient] if with_bias else []))
@@ -107,3 +94,63 @@ def chunked_loss_sums(hidden, projection, labels, smoothing, chunk_tokens, bias=
 
     loss_sum, nll_sum, correct = loss_sums(hidden, projection, *([bias] if with_bias else []))
     return loss_sum, ops.stop_gradient(nll_sum), ops.stop_gradient(correct)
+
+
+def chunked_sums(hidden, projection, labels, smoothing, chunk_tokens, bias=None):
+    """`chunked_loss_sums`' three sums without their gradient, for evaluation: the same chunks,
+    so that an evaluation batch as large as a training batch does not make the whole logits
+    either."""
+    chunks = _Chunks(hidden, projection, labels, chunk_tokens)
+    padded_hidden = chunks.padded_hidden(hidden)
+    transposed_projection = ops.transpose(chunks.projection)
+
+    def chunk_step(index, sums):
+        chunk_hidden, chunk_labels = chunks.chunk(index, padded_hidden)
+        return sums + _chunk_sums(chunk_hidden, chunk_labels, transposed_projection, bias,
+                                  smoothing)[0]
+
+    sums = ops.fori_loop(0, chunks.count, chunk_step, ops.zeros((3,), "float32"))
+    return sums[0], sums[1], sums[2]
+
+
+class _Chunks:
+    """The flattened target positions, padded to a whole number of chunks of `chunk_tokens`
+    (the filler has label 0: padding, out of every sum)."""
+
+    def __init__(self, hidden, projection, labels, chunk_tokens):
+        if chunk_tokens < 1:
+            raise ValueError(f"chunk_tokens must be at least 1, got {chunk_tokens}.")
+        self.chunk_tokens = chunk_tokens
+        self.depth = int(ops.shape(hidden)[-1])
+        flat_labels = ops.reshape(ops.cast(labels, "int32"), (-1,))
+        # A tensor under TensorFlow when the batch shape varies.
+        self.tokens = ops.shape(flat_labels)[0]
+        self.count = (self.tokens + chunk_tokens - 1) // chunk_tokens
+        self.filler = self.count * chunk_tokens - self.tokens
+        self.labels = ops.concatenate([flat_labels, ops.zeros((self.filler,), "int32")])
+        self.projection = ops.cast(projection, hidden.dtype)
+
+    def padded_hidden(self, hidden):
+        """[chunks · chunk_tokens, d]: `hidden` flattened and padded."""
+        flat = ops.reshape(hidden, (-1, self.depth))
+        return ops.concatenate([flat, ops.zeros((self.filler, self.depth), hidden.dtype)])
+
+    def chunk(self, index, padded_hidden):
+        """Chunk `index`'s rows of `padded_hidden` [chunk_tokens, d] and labels [chunk_tokens]."""
+        start = index * self.chunk_tokens
+        return (ops.slice(padded_hidden, (start, 0), (self.chunk_tokens, self.depth)),
+                ops.slice(self.labels, (start,), (self.chunk_tokens,)))
+
+
+def _chunk_sums(chunk_hidden, chunk_labels, transposed_projection, bias, smoothing):
+    """A chunk's [loss, nll, correct] sums, with its float32 logits, their log-normalizer and
+    its token mask (what the gradient needs)."""
+    mask = token_mask(chunk_labels)
+    logits = ops.cast(ops.matmul(chunk_hidden, transposed_projection), "float32")
+    if bias is not None:
+        logits = logits + bias
+    loss, nll, log_normalizer = token_losses(logits, chunk_labels, smoothing)
+    predicted = ops.cast(ops.argmax(logits, axis=-1), "int32")
+    correct = ops.cast(ops.equal(predicted, chunk_labels), "float32")
+    sums = ops.stack([ops.sum(loss * mask), ops.sum(nll * mask), ops.sum(correct * mask)])
+    return sums, logits, log_normalizer, mask

@@ -14,18 +14,20 @@ import numpy as np
 from keras import ops
 
 from t2t_repro.decoding.compiled import compile_for_backend
-from t2t_repro.training.losses import smoothed_loss_and_nll
-from t2t_repro.training.update_stats import token_sums
+from t2t_repro.training.chunked_loss import DEFAULT_CHUNK_TOKENS, chunked_sums
+from t2t_repro.training.losses import token_mask
 
 
-def evaluate_locally(model, batches, smoothing, steps=0):
+def evaluate_locally(model, batches, smoothing, steps=0, chunk_tokens=DEFAULT_CHUNK_TOKENS):
     """`{"loss", "accuracy", "neg_log_perplexity"}`: means over all non-padding target tokens
-    of the `(features, targets)` batches (the first `steps` of them, if `steps`)."""
+    of the `(features, targets)` batches (the first `steps` of them, if `steps`), from logits
+    `chunk_tokens` target positions at a time, as training computes its loss."""
 
     def batch_sums(features, targets):
-        logits = model(features, training=False)
-        losses, nll = smoothed_loss_and_nll(targets, logits, smoothing)
-        return ops.stack(token_sums(targets, logits, losses, nll))
+        hidden, projection, bias = model(features, training=False, project=False)
+        loss, nll, correct = chunked_sums(hidden, projection, targets, smoothing, chunk_tokens,
+                                          bias)
+        return ops.stack([loss, nll, correct, ops.sum(token_mask(targets))])
 
     compiled_sums = compile_for_backend(batch_sums, model.variables)
     if steps:

@@ -40,16 +40,6 @@ class UpdateStats(NamedTuple):
 STAT_FIELDS = 8  # the float fields of UpdateStats, in order
 
 
-def token_sums(targets, logits, losses, nll):
-    """[loss sum, nll sum, correct predictions, tokens] over the non-padding target tokens,
-    from the per-token `losses` and `nll` of `smoothed_loss_and_nll`."""
-    mask = token_mask(targets)
-    predicted = ops.argmax(logits, axis=-1)
-    correct = ops.cast(ops.equal(predicted, ops.cast(targets, predicted.dtype)), "float32")
-    return [ops.sum(losses * mask), ops.sum(nll * mask), ops.sum(correct * mask),
-            ops.sum(mask)]
-
-
 def length_moments(features, target_mask):
     """[Σ s, Σ s², Σ t², Σ s·t] over the sentence pairs, from their real source lengths s and
     target lengths t (s = 0 when the inputs are not a features dict with "inputs"); a packed

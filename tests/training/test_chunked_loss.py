@@ -1,6 +1,6 @@
-"""The training loss a chunk of tokens at a time (`chunked_loss_sums`) against NumPy's float64
-loss and gradient over the whole logits, and the train step's gradient against automatic
-differentiation through the model's logits."""
+"""The training loss a chunk of tokens at a time (`chunked_loss_sums`) and the evaluation's sums
+(`chunked_sums`) against NumPy's float64 loss and gradient over the whole logits, and the train
+step's gradient against automatic differentiation through the model's logits."""
 
 import numpy as np
 import pytest
@@ -9,7 +9,7 @@ import tensorflow as tf
 from step_cases import micro_batch, new_model
 from t2t_repro.hparams import HParams, create_hparams
 from t2t_repro.training.chunked_loss import (DEFAULT_CHUNK_TOKENS, chunked_loss_sums,
-                                             hparams_chunk_tokens)
+                                             chunked_sums, hparams_chunk_tokens)
 from t2t_repro.training.losses import smoothed_loss_and_nll, token_mask
 
 VOCAB, DEPTH, SMOOTHING = 13, 6, 0.1
@@ -86,6 +86,22 @@ def test_one_traced_function_serves_batches_of_every_shape():
         hidden, projection, bias, labels = case(seed, rows, length)
         assert_equal_to_numpy(*ours(traced, hidden, projection, bias, labels),
                               *numpy_reference(hidden, projection, bias, labels))
+
+
+@pytest.mark.parametrize("chunk_tokens", [1, 4, 15, 1000])
+def test_the_evaluation_sums_equal_numpys(chunk_tokens):
+    """`chunked_sums` (no gradient), eagerly and traced with unknown rows and lengths as
+    evaluation compiles it, on 3 × 5 tokens with padding and on 4 × 3."""
+    spec = [tf.TensorSpec((None, None, DEPTH)), tf.TensorSpec((VOCAB, DEPTH)),
+            tf.TensorSpec((VOCAB,)), tf.TensorSpec((None, None), tf.int32)]
+    evaluate = lambda h, p, b, y: chunked_sums(h, p, y, SMOOTHING, chunk_tokens, b)
+    for function in (evaluate, tf.function(evaluate, input_signature=spec)):
+        for seed, rows, length in ((5, 3, 5), (6, 4, 3)):
+            hidden, projection, bias, labels = case(seed, rows, length)
+            expected, _ = numpy_reference(hidden, projection, bias, labels)
+            sums = function(*(tf.constant(a) for a in (hidden, projection, bias, labels)))
+            for name, value in zip(("loss", "nll", "correct"), sums):
+                assert float(value) == pytest.approx(expected[name], rel=1e-5), name
 
 
 def test_the_nll_and_correct_sums_are_reported_without_a_gradient():

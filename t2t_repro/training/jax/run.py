@@ -78,7 +78,7 @@ class JaxTrainingRun(TrainingRunBase):
                                                             num_devices=self._num_devices)
         return evaluate_locally(
             self.model, (self._place_batch(batch) for batch in self._eval_batches),
-            self.hparams.label_smoothing, self.eval_steps)
+            self.hparams.label_smoothing, self.eval_steps, hparams_chunk_tokens(self.hparams))
 
 
 def peak_tflops_of(device, dtype_policy):

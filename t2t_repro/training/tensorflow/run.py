@@ -100,7 +100,7 @@ class TensorFlowTrainingRun(TrainingRunBase):
     def _eval_scalars(self):
         if strategy_lib.is_multi_worker(self.strategy):
             return evaluate_locally(self.model, self.eval_dataset(), self.hparams.label_smoothing,
-                                    self.eval_steps)
+                                    self.eval_steps, hparams_chunk_tokens(self.hparams))
         with warnings.catch_warnings():
             # Reading the eval set to its end is the point, not the accident Keras warns of.
             warnings.filterwarnings("ignore", message="Your input ran out of data")
