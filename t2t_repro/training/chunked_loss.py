@@ -43,8 +43,8 @@ def chunked_loss_sums(hidden, projection, labels, smoothing, chunk_tokens, bias=
         `(loss_sum, nll_sum, correct)`, float32 scalars. Only `loss_sum` is differentiable
         (with respect to `hidden`, `projection` and `bias`); the other two are reported.
     """
-    chunks = _Chunks(hidden, projection, labels, chunk_tokens)
-    projection = chunks.projection
+    chunks = _Chunks(hidden, labels, chunk_tokens)
+    projection = ops.cast(projection, hidden.dtype)
     depth, vocab_size = chunks.depth, int(ops.shape(projection)[0])
     with_bias = bias is not None
 
@@ -100,9 +100,9 @@ def chunked_sums(hidden, projection, labels, smoothing, chunk_tokens, bias=None)
     """`chunked_loss_sums`' three sums without their gradient, for evaluation: the same chunks,
     so that an evaluation batch as large as a training batch does not make the whole logits
     either."""
-    chunks = _Chunks(hidden, projection, labels, chunk_tokens)
+    chunks = _Chunks(hidden, labels, chunk_tokens)
     padded_hidden = chunks.padded_hidden(hidden)
-    transposed_projection = ops.transpose(chunks.projection)
+    transposed_projection = ops.transpose(ops.cast(projection, hidden.dtype))
 
     def chunk_step(index, sums):
         chunk_hidden, chunk_labels = chunks.chunk(index, padded_hidden)
@@ -117,7 +117,7 @@ class _Chunks:
     """The flattened target positions, padded to a whole number of chunks of `chunk_tokens`
     (the filler has label 0: padding, out of every sum)."""
 
-    def __init__(self, hidden, projection, labels, chunk_tokens):
+    def __init__(self, hidden, labels, chunk_tokens):
         if chunk_tokens < 1:
             raise ValueError(f"chunk_tokens must be at least 1, got {chunk_tokens}.")
         self.chunk_tokens = chunk_tokens
@@ -128,7 +128,6 @@ class _Chunks:
         self.count = (self.tokens + chunk_tokens - 1) // chunk_tokens
         self.filler = self.count * chunk_tokens - self.tokens
         self.labels = ops.concatenate([flat_labels, ops.zeros((self.filler,), "int32")])
-        self.projection = ops.cast(projection, hidden.dtype)
 
     def padded_hidden(self, hidden):
         """[chunks · chunk_tokens, d]: `hidden` flattened and padded."""
