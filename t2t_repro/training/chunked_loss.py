@@ -9,8 +9,8 @@ respect to the hidden states, the projection and the logits bias; the gradient i
 by the upstream gradient afterwards. The projection's multiplications are the same as those of
 automatic differentiation through the whole logits, so the step costs the same FLOPs. There
 the step's peak resident memory falls from 7.1 to 5.9 GiB, and it is no slower
-(docs/performance.md, "Training"). Evaluation outside Keras (`local_evaluation`: JAX runs and
-multi-worker runs) takes the same sums chunk by chunk, without the gradient (`chunked_sums`).
+(docs/performance.md, "Training"). Evaluation (`local_evaluation`, on every backend and
+strategy) takes the same sums chunk by chunk, without the gradient (`chunked_sums`).
 """
 
 from keras import ops

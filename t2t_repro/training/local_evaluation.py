@@ -1,11 +1,12 @@
-"""Eval loss and token metrics computed by one process alone, over the whole eval set.
+"""Eval loss and token metrics over the whole eval set, computed by this process alone.
 
-Keras's `evaluate` does not run under MultiWorkerMirroredStrategy (it fails converting the
-per-replica feature dicts), and sharding the eval set over workers would leave them with
-unequal batch counts, so that the last collective would wait forever. Under that strategy each
-worker therefore evaluates the whole eval set on its own first device, with no collectives, and
-all of them get the same figures; the chief writes them. Training under JAX evaluates with it
-too: the batch sums are compiled for the backend in use (`decoding.compiled`).
+`batch_sums_fn` gives the loss sums of one batch, which every evaluation adds up: here on
+one process's devices, under TensorFlow's single-machine strategies over the replicas
+(`tensorflow.evaluation`). Training under JAX evaluates here (`decoding.compiled` compiles the
+sums for the backend in use), and so does each worker of a MultiWorkerMirroredStrategy run, on
+its first device with no collectives: sharding the eval set over workers would leave them with
+unequal batch counts, so that the last collective would wait forever. All workers get the same
+figures; the chief writes them.
 """
 
 import itertools
@@ -18,10 +19,10 @@ from t2t_repro.training.chunked_loss import DEFAULT_CHUNK_TOKENS, chunked_sums
 from t2t_repro.training.losses import token_mask
 
 
-def evaluate_locally(model, batches, smoothing, steps=0, chunk_tokens=DEFAULT_CHUNK_TOKENS):
-    """`{"loss", "accuracy", "neg_log_perplexity"}`: means over all non-padding target tokens
-    of the `(features, targets)` batches (the first `steps` of them, if `steps`), from logits
-    `chunk_tokens` target positions at a time, as training computes its loss."""
+def batch_sums_fn(model, smoothing, chunk_tokens=DEFAULT_CHUNK_TOKENS):
+    """A function of `(features, targets)` giving the batch's [loss, nll, correct, tokens]
+    sums over its non-padding target tokens, from logits `chunk_tokens` target positions at a
+    time, as training computes its loss."""
 
     def batch_sums(features, targets):
         hidden, projection, bias = model(features, training=False, project=False)
@@ -29,11 +30,29 @@ def evaluate_locally(model, batches, smoothing, steps=0, chunk_tokens=DEFAULT_CH
                                           bias)
         return ops.stack([loss, nll, correct, ops.sum(token_mask(targets))])
 
-    compiled_sums = compile_for_backend(batch_sums, model.variables)
-    if steps:
-        batches = itertools.islice(batches, steps)
-    loss, nll, correct, tokens = sum(
-        ops.convert_to_numpy(compiled_sums(features, targets)).astype(np.float64)
-        for features, targets in batches)
+    return batch_sums
+
+
+def token_means(sums):
+    """`{"loss", "accuracy", "neg_log_perplexity"}` from summed [loss, nll, correct, tokens]."""
+    loss, nll, correct, tokens = np.asarray(sums, np.float64)
     tokens = max(float(tokens), 1.0)
     return {"loss": loss / tokens, "accuracy": correct / tokens, "neg_log_perplexity": -nll / tokens}
+
+
+class LocalEvaluator:
+    """Evaluates `model` on `(features, targets)` batches; compiled once, called at every
+    evaluation of a run."""
+
+    def __init__(self, model, smoothing, chunk_tokens=DEFAULT_CHUNK_TOKENS):
+        self._batch_sums = compile_for_backend(batch_sums_fn(model, smoothing, chunk_tokens),
+                                               model.variables)
+
+    def __call__(self, batches, steps=0):
+        """`token_means` over all non-padding target tokens of `batches` (the first `steps`
+        of them, if `steps`)."""
+        if steps:
+            batches = itertools.islice(batches, steps)
+        return token_means(sum(
+            ops.convert_to_numpy(self._batch_sums(features, targets)).astype(np.float64)
+            for features, targets in batches))

@@ -15,14 +15,6 @@ from tensorboard.summary.writer.record_writer import RecordWriter
 
 from t2t_repro.training.peak_flops import model_flops_utilization
 
-# The names written to TensorBoard and the console -> the token-mean metrics that give them.
-_REPORTED_METRICS = {
-    "loss": "token_mean_loss",
-    "accuracy": "accuracy",
-    "neg_log_perplexity": "neg_log_perplexity",
-}
-
-
 class EventWriter:
     """Writes `Event` protos into a new event file in `logdir` (created if need be),
     `events.out.tfevents.<time>.<host>.<pid>.<n>.v2`, as TensorFlow names them. TensorBoard
@@ -68,13 +60,6 @@ class NoWriter:
 
     def write(self, scalars, step):
         pass
-
-
-def reported_scalars(logs):
-    """The loss and token metrics from a Keras `logs` dict, as floats: means over all the
-    non-padding target tokens the metrics saw."""
-    return {name: float(logs[metric]) for name, metric in _REPORTED_METRICS.items()
-            if metric in logs}
 
 
 class ProgressReport:

@@ -87,7 +87,12 @@ TRAIN_AND_EVALUATE_MIRRORED = textwrap.dedent(
                       eval_steps=6, log_every=8, print_fn=lambda *args: None)
     rows = [int(features["inputs"].shape[0])
             for features, _ in run.eval_dataset()]
-    reports["train_and_evaluate"] = {"eval": run.train(8), "eval_batch_rows": rows}
+    evaluated = run.train(8)
+    # The same six batches on the first device alone, without the replicas.
+    from t2t_repro.training.local_evaluation import LocalEvaluator
+    alone = LocalEvaluator(run.model, hparams.label_smoothing)(iter(run.eval_dataset()), 6)
+    reports["train_and_evaluate"] = {"eval": evaluated, "eval_alone": alone,
+                                     "eval_batch_rows": rows}
     json.dump(reports, sys.stdout)
     """
 )
@@ -119,8 +124,11 @@ def test_mirrored_step_equals_single_device_step(reports):
 
 
 def test_mirrored_training_and_evaluation_run_on_token_budget_batches(reports):
-    """Under MirroredStrategy the trainer's batches split evenly over the replicas (Keras fails
-    on an odd row count), and a whole train-and-evaluate cycle runs on the real pipeline."""
+    """Under MirroredStrategy the trainer's batches split evenly over the replicas, a whole
+    train-and-evaluate cycle runs on the real pipeline, and its evaluation, each replica taking
+    half of every batch, gives what one device gives alone on the same batches."""
     report = reports["train_and_evaluate"]
     assert report["eval_batch_rows"] and all(rows % 2 == 0 for rows in report["eval_batch_rows"])
     assert np.isfinite(report["eval"]["loss"]) and report["eval"]["accuracy"] > 0
+    for name in ("loss", "accuracy", "neg_log_perplexity"):
+        assert report["eval"][name] == pytest.approx(report["eval_alone"][name], rel=1e-5), name

@@ -15,7 +15,8 @@ from t2t_repro.hparams import create_hparams
 from t2t_repro.training import checkpoints, summaries
 from t2t_repro.training.tensorflow.run import TensorFlowTrainingRun
 from t2t_repro.training.run import compile_for_training
-from t2t_repro.training.local_evaluation import evaluate_locally
+from t2t_repro.training.local_evaluation import LocalEvaluator
+from t2t_repro.training.tensorflow.evaluation import ReplicatedEvaluator
 from t2t_repro.training.tensorflow.train_step import TensorFlowTrainStep
 
 # Small enough for a 2-core CPU: a 2-layer d_model 64 model for the learning test, a 1-layer
@@ -300,21 +301,30 @@ def _dataset(batches):
 
 @pytest.mark.filterwarnings("ignore:Your input ran out of data")
 def test_eval_loss_is_the_mean_over_all_eval_tokens():
-    """Batches of 1 row of 2 positions and of 6 rows of 9: the reported eval loss, accuracy
-    and neg_log_perplexity are means over every real target token (NumPy), not means of
-    per-batch means weighted by rows as Keras's loss tracker makes them."""
+    """Batches of 1 row of 2 positions, of 6 rows of 9 and of 2 rows of 3: every evaluation
+    reports means over every real target token (NumPy), not means of per-batch means weighted
+    by rows as Keras's loss tracker makes them. The evaluations: a single-machine TensorFlow
+    run's (logits 5 positions at a time, so that chunks cross rows; and with XLA), the one
+    each worker runs alone under MultiWorkerMirroredStrategy and JAX runs, and Keras's
+    `evaluate` of the compiled model, for users who call it."""
     model, table = _table_model(seed=0)
     batches = _table_batches(seed=1, shapes=[(1, 2), (6, 9), (2, 3)])
-    logs = model.evaluate(_dataset(batches), verbose=0, return_dict=True)
-    scalars = summaries.reported_scalars(logs)
     losses, correct, log_p_label = _numpy_token_values(table, batches)
-    assert scalars["loss"] == pytest.approx(losses.mean(), rel=1e-5)
-    assert scalars["accuracy"] == pytest.approx(correct.mean(), rel=1e-5)
-    assert scalars["neg_log_perplexity"] == pytest.approx(log_p_label.mean(), rel=1e-5)
-    # The evaluation each worker runs alone under MultiWorkerMirroredStrategy agrees.
-    alone = evaluate_locally(model, _dataset(batches), SMOOTHING)
-    for name in ("loss", "accuracy", "neg_log_perplexity"):
-        assert alone[name] == pytest.approx(scalars[name], rel=1e-5), name
+    expected = {"loss": losses.mean(), "accuracy": correct.mean(),
+                "neg_log_perplexity": log_p_label.mean()}
+    logs = model.evaluate(_dataset(batches), verbose=0, return_dict=True)
+    evaluations = {
+        "replicated": ReplicatedEvaluator(model, tf.distribute.get_strategy(), SMOOTHING,
+                                          chunk_tokens=5)(_dataset(batches)),
+        "replicated, XLA": ReplicatedEvaluator(model, tf.distribute.get_strategy(), SMOOTHING,
+                                               jit_compile=True)(_dataset(batches)),
+        "alone": LocalEvaluator(model, SMOOTHING)(_dataset(batches)),
+        "keras": {"loss": logs["token_mean_loss"], "accuracy": logs["accuracy"],
+                  "neg_log_perplexity": logs["neg_log_perplexity"]},
+    }
+    for evaluation, scalars in evaluations.items():
+        for name, value in expected.items():
+            assert scalars[name] == pytest.approx(value, rel=1e-5), (evaluation, name)
     # The row-weighted mean of batch means really differs here.
     batch_means = [_numpy_token_values(table, [batch])[0].mean() for batch in batches]
     rows = [len(inputs) for inputs, _ in batches]

@@ -8,7 +8,7 @@ from t2t_repro.data.array_batches import prefetched
 from t2t_repro.data.problem import EVAL, TRAIN
 from t2t_repro.training.chunked_loss import hparams_chunk_tokens
 from t2t_repro.training.jax.train_step import JaxTrainStep, check_dtype_policy
-from t2t_repro.training.local_evaluation import evaluate_locally
+from t2t_repro.training.local_evaluation import LocalEvaluator
 from t2t_repro.training.peak_flops import compute_dtype, peak_tflops
 from t2t_repro.training.run import (TrainingRunBase, build_model, check_training_hparams,
                                     compile_for_training)
@@ -64,7 +64,7 @@ class JaxTrainingRun(TrainingRunBase):
                          **kwargs)
         self._num_devices = len(devices)
         self._seed = seed
-        self._eval_batches = None
+        self._eval_batches = self._evaluator = None
 
     def _train_batches(self, step):
         batches = self.problem.array_batches(TRAIN, self.hparams, seed=self._seed,
@@ -76,9 +76,10 @@ class JaxTrainingRun(TrainingRunBase):
             self._report_length_filter(EVAL)
             self._eval_batches = self.problem.array_batches(EVAL, self.hparams,
                                                             num_devices=self._num_devices)
-        return evaluate_locally(
-            self.model, (self._place_batch(batch) for batch in self._eval_batches),
-            self.hparams.label_smoothing, self.eval_steps, hparams_chunk_tokens(self.hparams))
+            self._evaluator = LocalEvaluator(self.model, self.hparams.label_smoothing,
+                                             hparams_chunk_tokens(self.hparams))
+        return self._evaluator((self._place_batch(batch) for batch in self._eval_batches),
+                               self.eval_steps)
 
 
 def peak_tflops_of(device, dtype_policy):

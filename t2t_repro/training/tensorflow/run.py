@@ -1,14 +1,12 @@
 """One training run on TensorFlow: tf.data batches and a tf.distribute strategy."""
 
-import warnings
-
 import tensorflow as tf
 
 from t2t_repro.data.problem import EVAL, TRAIN
 from t2t_repro.training.tensorflow import strategy as strategy_lib
-from t2t_repro.training import summaries
 from t2t_repro.training.chunked_loss import hparams_chunk_tokens
-from t2t_repro.training.local_evaluation import evaluate_locally
+from t2t_repro.training.local_evaluation import LocalEvaluator
+from t2t_repro.training.tensorflow.evaluation import ReplicatedEvaluator
 from t2t_repro.training.peak_flops import compute_dtype
 from t2t_repro.training.run import (TrainingRunBase, build_model, check_training_hparams,
                                     compile_for_training)
@@ -53,6 +51,8 @@ class TensorFlowTrainingRun(TrainingRunBase):
             **kwargs)
         self._eval_dataset = None
         self._train_dataset = None
+        self._evaluator = None
+        self._jit_compile = jit_compile
 
     def restore(self):
         with self.strategy.scope():
@@ -98,13 +98,12 @@ class TensorFlowTrainingRun(TrainingRunBase):
         return self._eval_dataset
 
     def _eval_scalars(self):
-        if strategy_lib.is_multi_worker(self.strategy):
-            return evaluate_locally(self.model, self.eval_dataset(), self.hparams.label_smoothing,
-                                    self.eval_steps, hparams_chunk_tokens(self.hparams))
-        with warnings.catch_warnings():
-            # Reading the eval set to its end is the point, not the accident Keras warns of.
-            warnings.filterwarnings("ignore", message="Your input ran out of data")
-            logs = self.model.evaluate(
-                self.eval_dataset(), steps=self.eval_steps or None, verbose=0, return_dict=True
-            )
-        return summaries.reported_scalars(logs)
+        if self._evaluator is None:
+            smoothing = self.hparams.label_smoothing
+            chunk_tokens = hparams_chunk_tokens(self.hparams)
+            self._evaluator = (
+                LocalEvaluator(self.model, smoothing, chunk_tokens)
+                if strategy_lib.is_multi_worker(self.strategy)
+                else ReplicatedEvaluator(self.model, self.strategy, smoothing, chunk_tokens,
+                                         self._jit_compile))
+        return self._evaluator(self.eval_dataset(), self.eval_steps)
