@@ -112,7 +112,8 @@ def main(argv):
     parser.add_argument("--data_root", default=DEFAULT_DATA_ROOT)
     parser.add_argument("--batch_tokens", default="4096",
                         help="comma-separated budgets (the paper's: 25000)")
-    parser.add_argument("--backends", default="tensorflow,jax")
+    parser.add_argument("--backends", default="tensorflow,jax",
+                        help="backends to time training under; empty: padding only")
     parser.add_argument("--steps", type=int, default=4, help="timed steps per contender")
     parser.add_argument("--warmup", type=int, default=1, help="untimed steps per contender")
     parser.add_argument("--hparams", default="",
@@ -134,7 +135,7 @@ def main(argv):
                 rows.append((f"{budget} tokens: {side} padding, {batching}",
                              100 * padding["packed"][index], "% packed", batching,
                              100 * padding[batching][index]))
-        for backend in args.backends.split(","):
+        for backend in filter(None, args.backends.split(",")):
             bucketed = BACKEND_BATCHING[backend]
             figures = {batching: measure(backend, pairs, batching, budget, args.steps,
                                          args.warmup, args.hparams)

@@ -4,7 +4,8 @@ Every row is `max_length` positions long and a batch has `budget // max_length` 
 of the devices sharing it), so the token budget counts padded positions as it does for
 bucketed batches; packing only wastes fewer of them. Every batch has the same shape, which a
 jitted step compiles once. Within chunks of `CHUNK_SIZE` examples (in a new random order every
-epoch when shuffling) pairs are packed first fit, and an epoch's batches are served in random
+epoch when shuffling) pairs are packed first fit; the epoch's rows are then cut into batches,
+so that one batch at most has empty rows, and an epoch's batches are served in random
 order; as `ArrayBatches`, an epoch's batches follow from the seed and the epoch number alone,
 so `batches(start=n)` resumes at batch n.
 """
@@ -37,13 +38,14 @@ class PackedBatches(ArrayBatches):
         examples = self._kept
         if self.shuffle:
             examples = np.random.default_rng([self.seed, epoch]).permutation(examples)
-        plan = []
+        rows = []
         for start in range(0, len(examples), CHUNK_SIZE):
             chunk = examples[start : start + CHUNK_SIZE]
-            rows = pack_rows(self.arrays.input_lengths[chunk], self.arrays.target_lengths[chunk],
-                             self.max_length)
-            rows = [chunk[row].tolist() for row in rows]
-            plan += [rows[i : i + self.rows] for i in range(0, len(rows), self.rows)]
+            rows += [chunk[row].tolist() for row in pack_rows(
+                self.arrays.input_lengths[chunk], self.arrays.target_lengths[chunk],
+                self.max_length)]
+        # Cut across chunks: one batch of the epoch at most has empty rows.
+        plan = [rows[i : i + self.rows] for i in range(0, len(rows), self.rows)]
         if self.shuffle:
             return [plan[i] for i in np.random.default_rng([self.seed, epoch]).permutation(
                 len(plan))]

@@ -5,6 +5,7 @@ the tf.data view of the same batches."""
 import numpy as np
 import pytest
 
+from t2t_repro.data import packed_batches
 from t2t_repro.data.packed_batches import PackedBatches, packed_dataset
 from t2t_repro.data.token_arrays import TokenArrays
 
@@ -45,6 +46,23 @@ def test_an_epoch_holds_every_kept_pair_once_in_batches_of_one_shape():
         served += pairs_in(features)
     kept = [pair for pair in pairs if max(map(len, pair)) <= MAX_LENGTH]
     assert len(kept) < len(pairs)  # some were too long, and are left out as unpacked
+    assert sorted(map(str, served)) == sorted(map(str, kept))
+
+
+def test_rows_are_batched_across_chunks_so_one_batch_of_an_epoch_at_most_has_empty_rows(
+        monkeypatch):
+    """Pairs are packed within chunks (here 13 chunks of at most 16 kept pairs); a chunk's
+    last rows fill a batch together with the next chunk's, so that one batch at most is short
+    of rows."""
+    monkeypatch.setattr(packed_batches, "CHUNK_SIZE", 16)
+    pairs = random_pairs(300)
+    batches = PackedBatches(TokenArrays.from_pairs(pairs), budget=100, max_length=MAX_LENGTH,
+                            repeat=False, seed=3)
+    for epoch in range(3):
+        row_counts = [len(rows) for rows in batches.epoch_plan(epoch)]
+        assert sum(count < batches.rows for count in row_counts) <= 1, row_counts
+    served = [pair for features, _ in batches for pair in pairs_in(features)]
+    kept = [pair for pair in pairs if max(map(len, pair)) <= MAX_LENGTH]
     assert sorted(map(str, served)) == sorted(map(str, kept))
 
 
