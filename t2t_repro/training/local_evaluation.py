@@ -15,6 +15,7 @@ import numpy as np
 from keras import ops
 
 from t2t_repro.decoding.compiled import compile_for_backend
+from t2t_repro.errors import UserError
 from t2t_repro.training.chunked_loss import DEFAULT_CHUNK_TOKENS, chunked_sums
 from t2t_repro.training.losses import token_mask
 
@@ -33,10 +34,20 @@ def batch_sums_fn(model, smoothing, chunk_tokens=DEFAULT_CHUNK_TOKENS):
     return batch_sums
 
 
-def token_means(sums):
-    """`{"loss", "accuracy", "neg_log_perplexity"}` from summed [loss, nll, correct, tokens]."""
-    loss, nll, correct, tokens = np.asarray(sums, np.float64)
-    tokens = max(float(tokens), 1.0)
+class EmptyEvaluationError(UserError):
+    """The eval set gave no target tokens to evaluate."""
+
+
+def token_means(batch_sums):
+    """`{"loss", "accuracy", "neg_log_perplexity"}` over the tokens of every batch's
+    [loss, nll, correct, tokens] sums, added in float64."""
+    loss, nll, correct, tokens = sum((np.asarray(sums, np.float64) for sums in batch_sums),
+                                     np.zeros(4))
+    if not tokens:
+        raise EmptyEvaluationError(
+            "the evaluation found no target tokens: the eval set is empty, or every eval "
+            "example is longer than max_length. Check the eval data, or raise "
+            "--hparams=max_length=N.")
     return {"loss": loss / tokens, "accuracy": correct / tokens, "neg_log_perplexity": -nll / tokens}
 
 
@@ -53,6 +64,5 @@ class LocalEvaluator:
         of them, if `steps`)."""
         if steps:
             batches = itertools.islice(batches, steps)
-        return token_means(sum(
-            ops.convert_to_numpy(self._batch_sums(features, targets)).astype(np.float64)
-            for features, targets in batches))
+        return token_means(ops.convert_to_numpy(self._batch_sums(features, targets))
+                           for features, targets in batches)

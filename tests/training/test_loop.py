@@ -15,7 +15,8 @@ from t2t_repro.hparams import create_hparams
 from t2t_repro.training import checkpoints, summaries
 from t2t_repro.training.tensorflow.run import TensorFlowTrainingRun
 from t2t_repro.training.run import compile_for_training
-from t2t_repro.training.local_evaluation import LocalEvaluator
+from t2t_repro.errors import UserError
+from t2t_repro.training.local_evaluation import EmptyEvaluationError, LocalEvaluator
 from t2t_repro.training.tensorflow.evaluation import ReplicatedEvaluator
 from t2t_repro.training.tensorflow.train_step import TensorFlowTrainStep
 
@@ -329,6 +330,18 @@ def test_eval_loss_is_the_mean_over_all_eval_tokens():
     batch_means = [_numpy_token_values(table, [batch])[0].mean() for batch in batches]
     rows = [len(inputs) for inputs, _ in batches]
     assert abs(np.average(batch_means, weights=rows) - losses.mean()) > 1e-3
+
+
+def test_an_evaluation_without_target_tokens_is_a_user_error_naming_max_length():
+    """An eval set with no batches (empty, or every example past max_length) is a one-line
+    error for the commands to report, from both evaluators, not a mean over zero tokens."""
+    model, _ = _table_model(seed=0)
+    evaluators = (ReplicatedEvaluator(model, tf.distribute.get_strategy(), SMOOTHING),
+                  LocalEvaluator(model, SMOOTHING))
+    for evaluator in evaluators:
+        with pytest.raises(EmptyEvaluationError, match="max_length"):
+            evaluator(_dataset([]))
+    assert issubclass(EmptyEvaluationError, UserError)
 
 
 class _RecordingWriter:

@@ -52,11 +52,12 @@ class JaxTrainingRun(TrainingRunBase):
         self._place_batch = data_parallel_placement(devices) or (lambda batch: batch)
         model = compile_for_training(
             build_model(model_name, hparams, problem, hparams.dtype_policy), hparams)
+        chunk_tokens = hparams_chunk_tokens(hparams)
         train_step = JaxTrainStep(
             model, hparams.label_smoothing,
             accumulation_steps=hparams.gradient_accumulation_steps,
             clip_norm=hparams.clip_grad_norm, place_batch=self._place_batch,
-            loss_chunk_tokens=hparams_chunk_tokens(hparams))
+            loss_chunk_tokens=chunk_tokens)
         # XLA runs float32 matmuls in TF32 on GPUs that have it, as TensorFlow does.
         device_peak = peak_tflops or peak_tflops_of(devices[0], hparams.dtype_policy)
         super().__init__(problem, hparams, output_dir, model, train_step,
@@ -64,7 +65,8 @@ class JaxTrainingRun(TrainingRunBase):
                          **kwargs)
         self._num_devices = len(devices)
         self._seed = seed
-        self._eval_batches = self._evaluator = None
+        self._eval_batches = None
+        self._evaluator = LocalEvaluator(model, hparams.label_smoothing, chunk_tokens)
 
     def _train_batches(self, step):
         batches = self.problem.array_batches(TRAIN, self.hparams, seed=self._seed,
@@ -76,8 +78,6 @@ class JaxTrainingRun(TrainingRunBase):
             self._report_length_filter(EVAL)
             self._eval_batches = self.problem.array_batches(EVAL, self.hparams,
                                                             num_devices=self._num_devices)
-            self._evaluator = LocalEvaluator(self.model, self.hparams.label_smoothing,
-                                             hparams_chunk_tokens(self.hparams))
         return self._evaluator((self._place_batch(batch) for batch in self._eval_batches),
                                self.eval_steps)
 

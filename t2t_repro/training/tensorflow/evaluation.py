@@ -4,7 +4,6 @@ same batch sums as `local_evaluation`, a chunk of target positions at a time, so
 evaluation never holds the vocabulary-wide logits of a whole batch; the sums are added over the
 replicas and the batches."""
 
-import numpy as np
 import tensorflow as tf
 
 from t2t_repro.training.chunked_loss import DEFAULT_CHUNK_TOKENS
@@ -37,5 +36,5 @@ class ReplicatedEvaluator:
         if steps:
             dataset = dataset.take(steps)
         batches = self._strategy.experimental_distribute_dataset(dataset)
-        return token_means(sum(self._global_sums(features, targets).numpy().astype(np.float64)
-                               for features, targets in batches))
+        return token_means(self._global_sums(features, targets).numpy()
+                           for features, targets in batches)

@@ -36,11 +36,12 @@ class TensorFlowTrainingRun(TrainingRunBase):
                 build_model(model_name, hparams, problem, hparams.dtype_policy), hparams,
                 jit_compile,
             )
+        chunk_tokens = hparams_chunk_tokens(hparams)
         train_step = TensorFlowTrainStep(
             model, strategy, hparams.label_smoothing,
             accumulation_steps=hparams.gradient_accumulation_steps,
             clip_norm=hparams.clip_grad_norm, jit_compile=jit_compile,
-            loss_chunk_tokens=hparams_chunk_tokens(hparams),
+            loss_chunk_tokens=chunk_tokens,
         )
         device_peak = peak_tflops or strategy_lib.local_gpu_peak_tflops(compute_dtype(
             hparams.dtype_policy, tf.config.experimental.tensor_float_32_execution_enabled()))
@@ -51,8 +52,11 @@ class TensorFlowTrainingRun(TrainingRunBase):
             **kwargs)
         self._eval_dataset = None
         self._train_dataset = None
-        self._evaluator = None
-        self._jit_compile = jit_compile
+        self._evaluator = (  # a multi-worker run's workers each evaluate alone
+            LocalEvaluator(model, hparams.label_smoothing, chunk_tokens)
+            if strategy_lib.is_multi_worker(strategy)
+            else ReplicatedEvaluator(model, strategy, hparams.label_smoothing, chunk_tokens,
+                                     jit_compile))
 
     def restore(self):
         with self.strategy.scope():
@@ -98,12 +102,4 @@ class TensorFlowTrainingRun(TrainingRunBase):
         return self._eval_dataset
 
     def _eval_scalars(self):
-        if self._evaluator is None:
-            smoothing = self.hparams.label_smoothing
-            chunk_tokens = hparams_chunk_tokens(self.hparams)
-            self._evaluator = (
-                LocalEvaluator(self.model, smoothing, chunk_tokens)
-                if strategy_lib.is_multi_worker(self.strategy)
-                else ReplicatedEvaluator(self.model, self.strategy, smoothing, chunk_tokens,
-                                         self._jit_compile))
         return self._evaluator(self.eval_dataset(), self.eval_steps)
