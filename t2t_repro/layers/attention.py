@@ -6,6 +6,7 @@ import warnings
 import keras
 from keras import ops
 
+from t2t_repro.layers.head_transpose import swap_heads_axis
 from t2t_repro.layers.masks import band_mask, causal_mask, within_window
 
 # Keras warns of a softmax over an axis of size 1. Attention over a single key is legitimate (the
@@ -170,11 +171,10 @@ class MultiHeadAttention(keras.layers.Layer):
 
     def _split_heads(self, x, depth):
         batch, length = ops.shape(x)[0], ops.shape(x)[1]
-        x = ops.reshape(x, (batch, length, self.num_heads, depth))
-        return ops.transpose(x, (0, 2, 1, 3))
+        return swap_heads_axis(ops.reshape(x, (batch, length, self.num_heads, depth)))
 
     def _merge_heads(self, x):
-        x = ops.transpose(x, (0, 2, 1, 3))
+        x = swap_heads_axis(x)
         batch, length = ops.shape(x)[0], ops.shape(x)[1]
         return ops.reshape(x, (batch, length, self.num_heads * self.value_dim))
 

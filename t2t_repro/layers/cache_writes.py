@@ -12,12 +12,14 @@ it is used only outside XLA.
 
 from keras import ops
 
+from t2t_repro.layers.tensorflow_graph import tensorflow_graph_outside_xla
+
 
 def write_position(cache, index, new):
     """`cache` [batch, heads, beam, length, d] with `new` [batch, heads, beam, d] at `index`
     (a scalar, possibly a tensor) of its length axis."""
     new = ops.expand_dims(new, 3)
-    if not _tensorflow_graph_outside_xla():
+    if not tensorflow_graph_outside_xla():
         return ops.slice_update(cache, (0, 0, 0, index, 0), new)
     import tensorflow as tf
 
@@ -32,17 +34,3 @@ def write_position(cache, index, new):
         value=tf.reshape(new, [-1, depth]))
     return tf.reshape(written, shape)
 
-
-def _tensorflow_graph_outside_xla():
-    """Whether this is TensorFlow tracing a graph that XLA will not compile. TensorFlow has no
-    public way to ask; `tf.function(jit_compile=True)` traces inside the XLA context that its
-    private `control_flow_util` checks (as its own while loops do)."""
-    import keras
-
-    if keras.backend.backend() != "tensorflow":
-        return False
-    import tensorflow as tf
-    from tensorflow.python.ops import control_flow_util
-
-    graph = tf.compat.v1.get_default_graph()
-    return not tf.executing_eagerly() and not control_flow_util.GraphOrParentsInXlaContext(graph)

@@ -1,0 +1,65 @@
+"""Moving heads between axes 1 and 2: NumPy's transpose eagerly, in a TensorFlow graph
+(through same-width integers, out of oneDNN's reach) and under XLA, with the transpose's
+gradient in a graph."""
+
+import keras
+import numpy as np
+import pytest
+from keras import ops
+
+from t2t_repro.layers.head_transpose import swap_heads_axis
+
+pytestmark = pytest.mark.skipif(keras.backend.backend() != "tensorflow",
+                                reason="the TensorFlow graph path")
+
+SHAPE = (3, 4, 8, 5)  # batch, a, b, depth
+
+
+@pytest.fixture
+def array():
+    return np.random.default_rng(0).standard_normal(SHAPE).astype(np.float32)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
+@pytest.mark.parametrize("jit_compile", [None, False, True], ids=["eager", "graph", "xla"])
+def test_the_swap_equals_numpy_transpose(array, dtype, jit_compile):
+    import tensorflow as tf
+
+    swap = swap_heads_axis if jit_compile is None else tf.function(swap_heads_axis,
+                                                                   jit_compile=jit_compile)
+    swapped = swap(ops.cast(array, dtype))
+    assert swapped.dtype == dtype
+    expected = ops.convert_to_numpy(ops.cast(ops.cast(array, dtype), "float32"))
+    np.testing.assert_array_equal(ops.convert_to_numpy(ops.cast(swapped, "float32")),
+                                  np.transpose(expected, (0, 2, 1, 3)))
+
+
+def test_a_plain_graph_transposes_integers_and_xla_the_floats(array):
+    """Outside XLA no float Transpose may be left for oneDNN's rewrite; XLA lays out operands
+    itself and gets the plain transpose."""
+    import tensorflow as tf
+
+    def transposed_types(jit_compile):
+        function = tf.function(swap_heads_axis, jit_compile=jit_compile)
+        graph = function.get_concrete_function(tf.constant(array)).graph
+        return {op.get_attr("T").name for op in graph.get_operations() if op.type == "Transpose"}
+
+    assert transposed_types(False) == {"int32"}
+    assert transposed_types(True) == {"float32"}
+
+
+def test_the_gradient_in_a_graph_is_the_upstream_gradient_swapped(array):
+    import tensorflow as tf
+
+    upstream = np.random.default_rng(1).standard_normal(
+        np.transpose(array, (0, 2, 1, 3)).shape).astype(np.float32)
+
+    @tf.function
+    def gradient(x):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            loss = tf.reduce_sum(swap_heads_axis(x) * upstream)
+        return tape.gradient(loss, x)
+
+    np.testing.assert_array_equal(gradient(tf.constant(array)).numpy(),
+                                  np.transpose(upstream, (0, 2, 1, 3)))
