@@ -1,7 +1,11 @@
 """`bench train`'s batch: the pairs sorted by length, cut at a padded-token budget, and the
-batch holding the median pair, worked by hand; and the decoding row of its JAX variant."""
+batch holding the median pair, worked by hand; the JAX variant's decoding row; every
+benchmarked step taking the hparams' loss chunks; the JAX variant's peer not starting JAX."""
+
+import importlib
 
 import numpy as np
+import pytest
 
 from t2t_repro.bench.train import median_batch
 
@@ -46,3 +50,92 @@ def test_the_jax_benchs_decode_row_counts_forced_tokens_and_has_its_peak_memory(
     assert "transformer_tiny float32: beam-search decoding, 3 newstest2014 sentences" == what
     table = format_table([(what, rate, unit, "", None, peak, None)], "decode")
     assert f"{peak / 2**30:.2f} GiB" in table
+
+
+class _Constructed(Exception):
+    """Raised by a stand-in train step with the keyword arguments it was built with."""
+
+
+def _record_construction(*args, **kwargs):
+    raise _Constructed(kwargs)
+
+
+def _tiny_pairs():
+    return [([4, 5, 6], [7, 8]), ([9, 10], [11, 4, 5])]
+
+
+def _bench_train_step(hparams):
+    from t2t_repro.bench.train import our_training_step
+
+    our_training_step(hparams, 12, np.array([[4, 5, 6]]), np.array([[7, 8, 9]]),
+                      jit_compile=False)
+
+
+def _bench_train_jax_step(hparams):
+    from t2t_repro.bench.train_jax import our_jax_step
+
+    our_jax_step(hparams, 12, np.array([[4, 5, 6]]), np.array([[7, 8, 9]]))
+
+
+def _bench_packing_step(backend):
+    def build(hparams):
+        from t2t_repro.bench.packing import training_rate
+
+        training_rate(backend, _tiny_pairs(), "packed", 256, steps=1, warmup=0,
+                      overrides=f"loss_chunk_tokens={hparams.loss_chunk_tokens}")
+    return build
+
+
+@pytest.mark.parametrize("build, step_class", [
+    (_bench_train_step, "t2t_repro.training.tensorflow.train_step.TensorFlowTrainStep"),
+    (_bench_train_jax_step, "t2t_repro.training.jax.train_step.JaxTrainStep"),
+    (_bench_packing_step("tensorflow"),
+     "t2t_repro.training.tensorflow.train_step.TensorFlowTrainStep"),
+    (_bench_packing_step("jax"), "t2t_repro.training.jax.train_step.JaxTrainStep"),
+], ids=["train", "train_jax", "packing_tensorflow", "packing_jax"])
+def test_each_benchmarked_step_takes_the_hparams_loss_chunk_tokens(build, step_class,
+                                                                     monkeypatch):
+    """`--variants "loss_chunk_tokens=N"` and `--hparams` reach the step the benchmark times."""
+    from t2t_repro.hparams import create_hparams
+
+    module, name = step_class.rsplit(".", 1)
+    monkeypatch.setattr(importlib.import_module(module), name, _record_construction)
+    with pytest.raises(_Constructed) as constructed:
+        build(create_hparams("transformer_tiny", "loss_chunk_tokens=7"))
+    assert constructed.value.args[0]["loss_chunk_tokens"] == 7
+
+
+def test_the_jax_benchs_peer_runs_on_the_given_device_without_starting_jax(monkeypatch):
+    """On a GPU, JAX's client takes most of the GPU's memory once started: the peer's process
+    must not start it, and takes its PyTorch device from our process instead."""
+    import jax._src.xla_bridge
+
+    from t2t_repro.bench import train_jax
+    from t2t_repro.hparams import create_hparams
+
+    def no_jax(*args, **kwargs):
+        raise AssertionError("the peer's process started JAX")
+
+    devices = []
+
+    def peer_step(name, hparams, vocab_size, inputs, targets, device):
+        devices.append(device)
+        return lambda: None
+
+    monkeypatch.setattr(jax._src.xla_bridge, "get_backend", no_jax)
+    monkeypatch.setattr(jax._src.xla_bridge, "backends", no_jax)
+    monkeypatch.setattr(train_jax, "_torch_peer_step", peer_step)
+    seconds, device = train_jax.measure_contender(
+        "PyTorch torch.compile", create_hparams("transformer_tiny"), 12, np.ones((1, 3)),
+        np.ones((1, 3)), 0, 3, None, "cuda")
+    assert devices == ["cuda"] and device is None and seconds >= 0
+
+
+def test_our_device_names_the_pytorch_device_of_the_same_hardware():
+    import jax
+
+    from t2t_repro.bench.train_jax import our_device
+
+    device = our_device("float32", peak_tflops=5.0)
+    assert device.name == jax.devices()[0].device_kind and device.peak_tflops == 5.0
+    assert device.torch_device == ("cuda" if jax.devices()[0].platform == "gpu" else "cpu")

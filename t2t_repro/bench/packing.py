@@ -74,14 +74,16 @@ def training_rate(backend, pairs, batching, batch_tokens, steps, warmup, overrid
     if backend == "jax":
         from t2t_repro.training.jax.train_step import JaxTrainStep
 
-        update = JaxTrainStep(model, hparams.label_smoothing)
+        update = JaxTrainStep(model, hparams.label_smoothing,
+                              loss_chunk_tokens=hparams.loss_chunk_tokens)
     else:
         import tensorflow as tf
 
         from t2t_repro.training.tensorflow.train_step import TensorFlowTrainStep
 
         update = TensorFlowTrainStep(model, tf.distribute.get_strategy(),
-                                     hparams.label_smoothing)
+                                     hparams.label_smoothing,
+                                     loss_chunk_tokens=hparams.loss_chunk_tokens)
     shapes = {features["targets"].shape: (features, targets) for features, targets in batches}
     for batch in [*shapes.values(), *batches[:warmup]]:  # traces and compiles every shape
         update(iter([batch]))

@@ -79,7 +79,8 @@ def our_training_step(hparams, vocab_size, inputs, targets, jit_compile):
     model = Transformer(hparams, vocab_size, vocab_size).build_weights()
     model = compile_for_training(model, hparams)
     update = TensorFlowTrainStep(model, tf.distribute.get_strategy(), hparams.label_smoothing,
-                                 jit_compile=jit_compile)
+                                 jit_compile=jit_compile,
+                                 loss_chunk_tokens=hparams.loss_chunk_tokens)
     same_batch = itertools.repeat(({"inputs": tf.constant(inputs),
                                     "targets": tf.constant(targets)}, tf.constant(targets)))
     return lambda: update(same_batch), sum(int(np.prod(v.shape))

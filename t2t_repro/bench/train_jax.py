@@ -15,12 +15,13 @@ Needs jax, keras, numpy and sentencepiece (no TensorFlow). In one run, on JAX's 
      label-smoothed loss, backward, Adam, as one jitted update) and the peer, PyTorch's
      `nn.Transformer` with the same sizes, loss and optimizer (`torch_peer`), under
      `torch.compile` (eager with `--torch_eager`), bfloat16 through autocast where ours is
-     mixed_bfloat16. Each runs in a process of its own, one after the other, so that its host
-     and device memory is returned before the next (`peak_memory`): `--warmup` untimed steps,
-     then `--steps` timed; a figure is the median step, beside the process's peak resident
-     (host) memory. Each of `--variants` (hparams overrides, e.g. `fused_attention=true`) is
-     then our step once more, in a process of its own, beside our plain step: one lever at a
-     time.
+     mixed_bfloat16. Each runs in a process of its own, ours first, so that its host and
+     device memory is returned before the next (`peak_memory`); the peer runs on the device
+     ours names and never starts JAX, whose GPU client would hold most of the GPU's memory.
+     Each takes `--warmup` untimed steps, then `--steps` timed; a figure is the median step,
+     beside the process's peak resident (host) memory. Each of `--variants` (hparams
+     overrides, e.g. `fused_attention=true`) is then our step once more, in a process of its
+     own, beside our plain step: one lever at a time.
   3. optionally (`--decode_sentences`) beam-search decoding speed of transformer_base with
      random weights under JAX: `bench decode`'s protocol (beam 4, batches of 32, forced
      lengths), our decoder only.
@@ -35,6 +36,7 @@ import importlib.util
 import itertools
 import tempfile
 import time
+import typing
 
 import numpy as np
 
@@ -57,31 +59,43 @@ def our_jax_step(hparams, vocab_size, inputs, targets):
 
     model = Transformer(hparams, vocab_size, vocab_size, dtype=hparams.dtype_policy)
     model = compile_for_training(model.build_weights(), hparams)
-    update = JaxTrainStep(model, hparams.label_smoothing)
+    update = JaxTrainStep(model, hparams.label_smoothing,
+                          loss_chunk_tokens=hparams.loss_chunk_tokens)
     same_batch = itertools.repeat(({"inputs": inputs, "targets": targets}, targets))
     return lambda: update(same_batch), model.count_params()
 
 
-def measure_contender(name, hparams, vocab_size, inputs, targets, warmup, steps, peak_tflops):
+def measure_contender(name, hparams, vocab_size, inputs, targets, warmup, steps, peak_tflops,
+                      peer_device="cpu"):
     """What contender `name` (OURS or `peer_name`'s) runs in its own process: `(median step
-    seconds, (device name, peak TFLOPS) or None)`, the device JAX's default (looked up only
-    in our process: JAX takes most of a GPU's memory once started, which the peer needs)."""
+    seconds, OurDevice or None)`. The peer runs on `peer_device`, which our process found
+    (`OurDevice.torch_device`): the peer's process never starts JAX, whose GPU client would
+    take most of the GPU's memory, which the peer needs."""
     if name != OURS:
-        step = _torch_peer_step(name, hparams, vocab_size, inputs, targets)
+        step = _torch_peer_step(name, hparams, vocab_size, inputs, targets, peer_device)
         return median_step_seconds(step, warmup, steps), None
     step, _ = our_jax_step(hparams, vocab_size, inputs, targets)
     return (median_step_seconds(step, warmup, steps),
-            peak_of(hparams.dtype_policy, peak_tflops))
+            our_device(hparams.dtype_policy, peak_tflops))
 
 
-def peak_of(dtype_policy, peak_tflops):
-    """(device name, peak TFLOPS of JAX's default device at the policy's dtype or None)."""
+class OurDevice(typing.NamedTuple):
+    """JAX's default device: its name, its peak TFLOPS at a dtype policy (None when unknown),
+    and the PyTorch device that is the same hardware ("cuda" or "cpu")."""
+    name: str
+    peak_tflops: typing.Optional[float]
+    torch_device: str
+
+
+def our_device(dtype_policy, peak_tflops):
+    """`OurDevice` of JAX's default device; `peak_tflops`, when given, replaces the lookup."""
     import jax
 
     from t2t_repro.training.jax.run import peak_tflops_of
 
     device = jax.devices()[0]
-    return device.device_kind, peak_tflops or peak_tflops_of(device, dtype_policy)
+    return OurDevice(device.device_kind, peak_tflops or peak_tflops_of(device, dtype_policy),
+                     "cuda" if device.platform == "gpu" else "cpu")
 
 
 def main(argv):
@@ -132,11 +146,14 @@ def main(argv):
         for dtype in args.dtypes.split(","):
             hparams = create_hparams(set_name, ",".join(
                 filter(None, [f"dtype_policy={dtype}", args.hparams])))
-            measured = {name: run_in_own_process(
-                            measure_contender, name, hparams, vocab_size, inputs, targets,
-                            args.warmup, args.steps, args.peak_tflops)
-                        for name in filter(None, (OURS, peer))}
-            (_, (device, peak)), _ = measured[OURS]
+            measured = {OURS: run_in_own_process(
+                measure_contender, OURS, hparams, vocab_size, inputs, targets, args.warmup,
+                args.steps, args.peak_tflops)}
+            (_, (device, peak, torch_device)), _ = measured[OURS]
+            if peer:
+                measured[peer] = run_in_own_process(
+                    measure_contender, peer, hparams, vocab_size, inputs, targets,
+                    args.warmup, args.steps, args.peak_tflops, torch_device)
             flops = training_flops(hparams, vocab_size).of_batch(
                 np.count_nonzero(inputs, axis=1), np.count_nonzero(targets, axis=1))
             rows += _rows(set_name, dtype, measured, tokens, flops, peak, peer)
@@ -169,16 +186,13 @@ def peer_name(eager):
     return f"PyTorch {'eager' if eager else 'torch.compile'}"
 
 
-def _torch_peer_step(name, hparams, vocab_size, inputs, targets):
-    """The peer's step, on the device JAX uses (CUDA when JAX has a GPU)."""
-    import jax
-
+def _torch_peer_step(name, hparams, vocab_size, inputs, targets, device):
+    """The peer's step on PyTorch's `device` ("cuda" or "cpu")."""
     from t2t_repro.bench import torch_peer
 
     step, _ = torch_peer.training_step(
         hparams, vocab_size, inputs, targets, compile_model=name.endswith("torch.compile"),
-        device="cuda" if jax.default_backend() == "gpu" else "cpu",
-        bfloat16=hparams.dtype_policy == "mixed_bfloat16")
+        device=device, bfloat16=hparams.dtype_policy == "mixed_bfloat16")
     return step
 
 
