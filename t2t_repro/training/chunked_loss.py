@@ -36,7 +36,8 @@ def chunked_loss_sums(hidden, projection, labels, smoothing, chunk_tokens, bias=
         projection: [V, d], cast to `hidden`'s dtype; logits are float32 from there on.
         labels: [batch, length] target ids, 0 at padding.
         smoothing: label smoothing ε (`losses.label_smoothed_cross_entropy`).
-        chunk_tokens: target positions per chunk (padding included), at least 1.
+        chunk_tokens: target positions per chunk (padding included), at least 1; above the
+            batch's positions, one chunk of them.
         bias: [V] float32 logits bias, or None.
 
     Returns:
@@ -56,7 +57,7 @@ def chunked_loss_sums(hidden, projection, labels, smoothing, chunk_tokens, bias=
 
         def chunk_step(index, carry):
             sums, hidden_gradient, transposed_projection_gradient, bias_gradient = carry
-            start = index * chunk_tokens
+            start = index * chunks.chunk_tokens
             chunk_hidden, chunk_labels = chunks.chunk(index, padded_hidden)
             chunk_sums, logits, log_normalizer, mask = _chunk_sums(
                 chunk_hidden, chunk_labels, transposed_projection,
@@ -66,7 +67,7 @@ def chunked_loss_sums(hidden, projection, labels, smoothing, chunk_tokens, bias=
                                        0.0)
             low_precision_gradient = ops.cast(gradient, hidden.dtype)
             hidden_gradient = ops.scatter_update(  # rows start.. (no XLA op under TensorFlow)
-                hidden_gradient, (start + ops.arange(chunk_tokens))[:, None],
+                hidden_gradient, (start + ops.arange(chunks.chunk_tokens))[:, None],
                 ops.matmul(low_precision_gradient, projection))
             transposed_projection_gradient = transposed_projection_gradient + ops.cast(
                 ops.matmul(ops.transpose(chunk_hidden), low_precision_gradient), "float32")
@@ -115,18 +116,23 @@ def chunked_sums(hidden, projection, labels, smoothing, chunk_tokens, bias=None)
 
 class _Chunks:
     """The flattened target positions, padded to a whole number of chunks of `chunk_tokens`
-    (the filler has label 0: padding, out of every sum)."""
+    (the filler has label 0: padding, out of every sum). A chunk is never longer than the
+    positions: a size above them (one chunk for a whole training batch on a GPU, or a replica's
+    share of it) would otherwise compute the logits of filler."""
 
     def __init__(self, hidden, labels, chunk_tokens):
         if chunk_tokens < 1:
             raise ValueError(f"chunk_tokens must be at least 1, got {chunk_tokens}.")
-        self.chunk_tokens = chunk_tokens
         self.depth = int(ops.shape(hidden)[-1])
         flat_labels = ops.reshape(ops.cast(labels, "int32"), (-1,))
         # A tensor under TensorFlow when the batch shape varies.
         self.tokens = ops.shape(flat_labels)[0]
-        self.count = (self.tokens + chunk_tokens - 1) // chunk_tokens
-        self.filler = self.count * chunk_tokens - self.tokens
+        if isinstance(self.tokens, int):
+            self.chunk_tokens = max(min(chunk_tokens, self.tokens), 1)
+        else:
+            self.chunk_tokens = ops.maximum(ops.minimum(chunk_tokens, self.tokens), 1)
+        self.count = (self.tokens + self.chunk_tokens - 1) // self.chunk_tokens
+        self.filler = self.count * self.chunk_tokens - self.tokens
         self.labels = ops.concatenate([flat_labels, ops.zeros((self.filler,), "int32")])
 
     def padded_hidden(self, hidden):

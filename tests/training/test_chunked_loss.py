@@ -76,12 +76,15 @@ def test_the_sums_and_gradients_equal_numpys_over_the_whole_logits(chunk_tokens)
                           *numpy_reference(hidden, projection, bias, labels))
 
 
-def test_one_traced_function_serves_batches_of_every_shape():
-    """Traced once with unknown rows and lengths, as the trainer traces its step."""
+@pytest.mark.parametrize("chunk_tokens", [4, 1000])
+def test_one_traced_function_serves_batches_of_every_shape(chunk_tokens):
+    """Traced once with unknown rows and lengths, as the trainer traces its step; chunks that
+    divide the batches' 14 and 12 positions unevenly, and a chunk above them."""
     spec = [tf.TensorSpec((None, None, DEPTH)), tf.TensorSpec((VOCAB, DEPTH)),
             tf.TensorSpec((VOCAB,)), tf.TensorSpec((None, None), tf.int32)]
-    traced = tf.function(lambda h, p, b, y: chunked_loss_sums(h, p, y, SMOOTHING, 4, b),
-                         input_signature=spec)
+    traced = tf.function(
+        lambda h, p, b, y: chunked_loss_sums(h, p, y, SMOOTHING, chunk_tokens, b),
+        input_signature=spec)
     for seed, rows, length in ((2, 2, 7), (3, 4, 3)):
         hidden, projection, bias, labels = case(seed, rows, length)
         assert_equal_to_numpy(*ours(traced, hidden, projection, bias, labels),
@@ -144,6 +147,24 @@ def test_the_models_factors_give_its_logits_and_the_loss_their_gradient(override
     for ours_, theirs in zip(gradients, expected):
         np.testing.assert_allclose(tf.convert_to_tensor(ours_), tf.convert_to_tensor(theirs),
                                    rtol=1e-6, atol=1e-6)
+
+
+def test_a_chunk_size_above_the_batchs_positions_is_one_chunk_of_them(monkeypatch):
+    """No logits of filler: with chunks of 1,000 positions, a batch of 3 × 5 positions makes
+    one chunk of 15 rows, in the training loss and in evaluation alike."""
+    from t2t_repro.training import chunked_loss
+
+    rows, chunk_sums = [], chunked_loss._chunk_sums
+
+    def recording_chunk_sums(chunk_hidden, *args):
+        rows.append(int(chunk_hidden.shape[0]))
+        return chunk_sums(chunk_hidden, *args)
+
+    monkeypatch.setattr(chunked_loss, "_chunk_sums", recording_chunk_sums)
+    hidden, projection, bias, labels = (tf.constant(a) for a in case(1, 3, 5))
+    chunked_loss_sums(hidden, projection, labels, SMOOTHING, 1000, bias)
+    chunked_sums(hidden, projection, labels, SMOOTHING, 1000, bias)
+    assert rows == [15, 15]
 
 
 def test_a_run_saved_before_the_hparam_gets_the_default_chunk_size():
