@@ -1,6 +1,7 @@
 """`bench train`'s batch: the pairs sorted by length, cut at a padded-token budget, and the
 batch holding the median pair, worked by hand; the JAX variant's decoding row; every
-benchmarked step taking the hparams' loss chunks; the JAX variant's peer not starting JAX."""
+benchmarked step taking its arguments from the hparams; the JAX variant's peer not starting
+JAX."""
 
 import importlib
 
@@ -81,8 +82,11 @@ def _bench_packing_step(backend):
     def build(hparams):
         from t2t_repro.bench.packing import training_rate
 
+        overrides = ",".join(f"{name}={getattr(hparams, name)}" for name in (
+            "loss_chunk_tokens", "label_smoothing", "clip_grad_norm",
+            "gradient_accumulation_steps"))
         training_rate(backend, _tiny_pairs(), "packed", 256, steps=1, warmup=0,
-                      overrides=f"loss_chunk_tokens={hparams.loss_chunk_tokens}")
+                      overrides=overrides)
     return build
 
 
@@ -93,16 +97,21 @@ def _bench_packing_step(backend):
      "t2t_repro.training.tensorflow.train_step.TensorFlowTrainStep"),
     (_bench_packing_step("jax"), "t2t_repro.training.jax.train_step.JaxTrainStep"),
 ], ids=["train", "train_jax", "packing_tensorflow", "packing_jax"])
-def test_each_benchmarked_step_takes_the_hparams_loss_chunk_tokens(build, step_class,
-                                                                     monkeypatch):
-    """`--variants "loss_chunk_tokens=N"` and `--hparams` reach the step the benchmark times."""
+def test_each_benchmarked_step_takes_its_arguments_from_the_hparams(build, step_class,
+                                                                    monkeypatch):
+    """`--variants` and `--hparams` reach the step the benchmark times (the loss's chunks,
+    smoothing and clipping), whose step is one batch whatever gradient_accumulation_steps says
+    (its rate counts one batch's tokens)."""
     from t2t_repro.hparams import create_hparams
 
     module, name = step_class.rsplit(".", 1)
     monkeypatch.setattr(importlib.import_module(module), name, _record_construction)
     with pytest.raises(_Constructed) as constructed:
-        build(create_hparams("transformer_tiny", "loss_chunk_tokens=7"))
-    assert constructed.value.args[0]["loss_chunk_tokens"] == 7
+        build(create_hparams("transformer_tiny", "loss_chunk_tokens=7,label_smoothing=0.2,"
+                             "clip_grad_norm=3.0,gradient_accumulation_steps=4"))
+    arguments = constructed.value.args[0]
+    assert arguments["loss_chunk_tokens"] == 7 and arguments["accumulation_steps"] == 1
+    assert arguments["smoothing"] == 0.2 and arguments["clip_norm"] == 3.0
 
 
 def test_the_jax_benchs_peer_runs_on_the_given_device_without_starting_jax(monkeypatch):

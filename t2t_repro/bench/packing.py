@@ -63,7 +63,7 @@ def training_rate(backend, pairs, batching, batch_tokens, steps, warmup, overrid
         quiet_tensorflow.import_tensorflow()  # before anything imports it: see the module
     from t2t_repro.hparams import create_hparams
     from t2t_repro.models.transformer import Transformer
-    from t2t_repro.training.run import compile_for_training
+    from t2t_repro.training.run import compile_for_training, train_step_arguments
 
     batches = epoch_batches(pairs, batching, batch_tokens)[:steps]
     hparams = create_hparams("transformer_base", ",".join(
@@ -71,19 +71,17 @@ def training_rate(backend, pairs, batching, batch_tokens, steps, warmup, overrid
     vocab_size = 1 + max(max(max(source), max(target)) for source, target in pairs)
     model = compile_for_training(Transformer(hparams, vocab_size, vocab_size).build_weights(),
                                  hparams)
+    step_arguments = train_step_arguments(hparams, micro_batches=1)  # a step is one batch
     if backend == "jax":
         from t2t_repro.training.jax.train_step import JaxTrainStep
 
-        update = JaxTrainStep(model, hparams.label_smoothing,
-                              loss_chunk_tokens=hparams.loss_chunk_tokens)
+        update = JaxTrainStep(model, **step_arguments)
     else:
         import tensorflow as tf
 
         from t2t_repro.training.tensorflow.train_step import TensorFlowTrainStep
 
-        update = TensorFlowTrainStep(model, tf.distribute.get_strategy(),
-                                     hparams.label_smoothing,
-                                     loss_chunk_tokens=hparams.loss_chunk_tokens)
+        update = TensorFlowTrainStep(model, tf.distribute.get_strategy(), **step_arguments)
     shapes = {features["targets"].shape: (features, targets) for features, targets in batches}
     for batch in [*shapes.values(), *batches[:warmup]]:  # traces and compiles every shape
         update(iter([batch]))

@@ -73,14 +73,13 @@ def our_training_step(hparams, vocab_size, inputs, targets, jit_compile):
     import tensorflow as tf
 
     from t2t_repro.models.transformer import Transformer
-    from t2t_repro.training.run import compile_for_training
+    from t2t_repro.training.run import compile_for_training, train_step_arguments
     from t2t_repro.training.tensorflow.train_step import TensorFlowTrainStep
 
     model = Transformer(hparams, vocab_size, vocab_size).build_weights()
     model = compile_for_training(model, hparams)
-    update = TensorFlowTrainStep(model, tf.distribute.get_strategy(), hparams.label_smoothing,
-                                 jit_compile=jit_compile,
-                                 loss_chunk_tokens=hparams.loss_chunk_tokens)
+    update = TensorFlowTrainStep(model, tf.distribute.get_strategy(), jit_compile=jit_compile,
+                                 **train_step_arguments(hparams, micro_batches=1))
     same_batch = itertools.repeat(({"inputs": tf.constant(inputs),
                                     "targets": tf.constant(targets)}, tf.constant(targets)))
     return lambda: update(same_batch), sum(int(np.prod(v.shape))

@@ -54,13 +54,12 @@ def our_jax_step(hparams, vocab_size, inputs, targets):
     """`(step, trainable parameter count)`: `step()` runs one `JaxTrainStep` update of a new
     model under `hparams.dtype_policy`."""
     from t2t_repro.training.jax.train_step import JaxTrainStep
-    from t2t_repro.training.run import compile_for_training
+    from t2t_repro.training.run import compile_for_training, train_step_arguments
     from t2t_repro.models.transformer import Transformer
 
     model = Transformer(hparams, vocab_size, vocab_size, dtype=hparams.dtype_policy)
     model = compile_for_training(model.build_weights(), hparams)
-    update = JaxTrainStep(model, hparams.label_smoothing,
-                          loss_chunk_tokens=hparams.loss_chunk_tokens)
+    update = JaxTrainStep(model, **train_step_arguments(hparams, micro_batches=1))
     same_batch = itertools.repeat(({"inputs": inputs, "targets": targets}, targets))
     return lambda: update(same_batch), model.count_params()
 

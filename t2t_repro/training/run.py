@@ -11,6 +11,7 @@ from t2t_repro.models.flops import training_flops
 from t2t_repro.models.transformer import DTYPE_POLICIES
 from t2t_repro.training import (attention_images, best_checkpoint, checkpoints, summaries,
                                 warm_start)
+from t2t_repro.training.chunked_loss import hparams_chunk_tokens
 from t2t_repro.training.losses import LabelSmoothedCrossEntropy, training_metrics
 from t2t_repro.training.optimizer import create_optimizer
 from t2t_repro.errors import UserError
@@ -43,6 +44,16 @@ def check_training_hparams(hparams):
         if name in hparams and getattr(hparams, name) < 1:
             raise HParamsError(f"hparam {name} must be at least 1, got "
                                f"{getattr(hparams, name)}.")
+
+
+def train_step_arguments(hparams, micro_batches=None):
+    """The keyword arguments hparams give either backend's train step (`TensorFlowTrainStep`,
+    `JaxTrainStep`): the loss's smoothing and chunks, micro-batches per update (`micro_batches`,
+    when given, instead of hparam gradient_accumulation_steps) and gradient clipping."""
+    return {"smoothing": hparams.label_smoothing,
+            "accumulation_steps": micro_batches or hparams.gradient_accumulation_steps,
+            "clip_norm": hparams.clip_grad_norm,
+            "loss_chunk_tokens": hparams_chunk_tokens(hparams)}
 
 
 def build_model(model_name, hparams, problem, dtype_policy="float32"):

@@ -157,3 +157,20 @@ def test_two_replicas_take_the_step_of_one_device_on_the_global_batch(two_replic
     assert report["loss_split"] == pytest.approx(report["loss_whole"], rel=TOLERANCE)
     assert report["moments"] < TOLERANCE
     assert report["weights"] < TOLERANCE
+
+
+def test_both_backends_steps_take_their_arguments_from_the_hparams():
+    """What `train_step_arguments` gives `TensorFlowTrainStep` and `JaxTrainStep`: the loss's
+    smoothing and chunks, accumulation and clipping; a benchmark's one batch a step; and a
+    run saved before hparam loss_chunk_tokens gets the default chunks."""
+    from t2t_repro.hparams import HParams, create_hparams
+    from t2t_repro.training.run import train_step_arguments
+
+    hparams = create_hparams("transformer_tiny", "label_smoothing=0.2,clip_grad_norm=3.0,"
+                             "gradient_accumulation_steps=4,loss_chunk_tokens=64")
+    assert train_step_arguments(hparams) == {"smoothing": 0.2, "accumulation_steps": 4,
+                                             "clip_norm": 3.0, "loss_chunk_tokens": 64}
+    assert train_step_arguments(hparams, micro_batches=1)["accumulation_steps"] == 1
+    saved_before = HParams(**{name: value for name, value in hparams.values().items()
+                              if name != "loss_chunk_tokens"})
+    assert train_step_arguments(saved_before)["loss_chunk_tokens"] == 1024

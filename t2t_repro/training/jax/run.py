@@ -11,7 +11,7 @@ from t2t_repro.training.jax.train_step import JaxTrainStep, check_dtype_policy
 from t2t_repro.training.local_evaluation import LocalEvaluator
 from t2t_repro.training.peak_flops import compute_dtype, peak_tflops
 from t2t_repro.training.run import (TrainingRunBase, build_model, check_training_hparams,
-                                    compile_for_training)
+                                    compile_for_training, train_step_arguments)
 
 
 def data_parallel_placement(devices):
@@ -53,11 +53,8 @@ class JaxTrainingRun(TrainingRunBase):
         model = compile_for_training(
             build_model(model_name, hparams, problem, hparams.dtype_policy), hparams)
         chunk_tokens = hparams_chunk_tokens(hparams)
-        train_step = JaxTrainStep(
-            model, hparams.label_smoothing,
-            accumulation_steps=hparams.gradient_accumulation_steps,
-            clip_norm=hparams.clip_grad_norm, place_batch=self._place_batch,
-            loss_chunk_tokens=chunk_tokens)
+        train_step = JaxTrainStep(model, place_batch=self._place_batch,
+                                  **train_step_arguments(hparams))
         # XLA runs float32 matmuls in TF32 on GPUs that have it, as TensorFlow does.
         device_peak = peak_tflops or peak_tflops_of(devices[0], hparams.dtype_policy)
         super().__init__(problem, hparams, output_dir, model, train_step,

@@ -9,7 +9,7 @@ from t2t_repro.training.local_evaluation import LocalEvaluator
 from t2t_repro.training.tensorflow.evaluation import ReplicatedEvaluator
 from t2t_repro.training.peak_flops import compute_dtype
 from t2t_repro.training.run import (TrainingRunBase, build_model, check_training_hparams,
-                                    compile_for_training)
+                                    compile_for_training, train_step_arguments)
 from t2t_repro.training.tensorflow.train_step import TensorFlowTrainStep
 
 
@@ -37,12 +37,8 @@ class TensorFlowTrainingRun(TrainingRunBase):
                 jit_compile,
             )
         chunk_tokens = hparams_chunk_tokens(hparams)
-        train_step = TensorFlowTrainStep(
-            model, strategy, hparams.label_smoothing,
-            accumulation_steps=hparams.gradient_accumulation_steps,
-            clip_norm=hparams.clip_grad_norm, jit_compile=jit_compile,
-            loss_chunk_tokens=chunk_tokens,
-        )
+        train_step = TensorFlowTrainStep(model, strategy, jit_compile=jit_compile,
+                                         **train_step_arguments(hparams))
         device_peak = peak_tflops or strategy_lib.local_gpu_peak_tflops(compute_dtype(
             hparams.dtype_policy, tf.config.experimental.tensor_float_32_execution_enabled()))
         super().__init__(
