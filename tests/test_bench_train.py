@@ -1,7 +1,8 @@
 """`bench train`'s batch: the pairs sorted by length, cut at a padded-token budget, and the
 batch holding the median pair, worked by hand; the JAX variant's decoding row; every
 benchmarked step taking its arguments from the hparams; the JAX variant's peer not starting
-JAX."""
+JAX (with a stand-in step, and the real one where PyTorch is installed) and computing the
+paper's sinusoids."""
 
 import importlib
 
@@ -148,3 +149,42 @@ def test_our_device_names_the_pytorch_device_of_the_same_hardware():
     device = our_device("float32", peak_tflops=5.0)
     assert device.name == jax.devices()[0].device_kind and device.peak_tflops == 5.0
     assert device.torch_device == ("cuda" if jax.devices()[0].platform == "gpu" else "cpu")
+
+
+_REAL_PEER_STEP = """
+import os, sys
+os.environ["KERAS_BACKEND"] = "jax"
+import numpy as np
+import jax._src.xla_bridge
+from t2t_repro.bench import train_jax
+from t2t_repro.hparams import create_hparams
+ids = np.array([[3, 4, 5], [6, 7, 0]])
+train_jax.measure_contender("PyTorch eager", create_hparams("transformer_tiny"), 12, ids, ids,
+                            0, 1, None, "cpu")
+sys.exit(3 if jax._src.xla_bridge.backends_are_initialized() else 0)
+"""
+
+
+def test_the_real_peer_step_never_starts_jax():
+    """The whole peer (model, positions, step), not a stand-in: in a fresh process under the
+    JAX backend, one peer step leaves JAX's backends uninitialised (exit 3 if it started them,
+    as a Keras operation would)."""
+    import subprocess
+    import sys
+
+    pytest.importorskip("torch")
+    done = subprocess.run([sys.executable, "-c", _REAL_PEER_STEP], capture_output=True, text=True)
+    assert done.returncode == 0, f"exit {done.returncode} (3: JAX started) {done.stderr[-2000:]}"
+
+
+def test_the_peers_positions_are_the_papers_sinusoids():
+    """PE(pos, 2i) = sin(pos / 10000^(2i/d)), PE(pos, 2i+1) = cos(pos / 10000^(2i/d)) (§3.5),
+    written out in NumPy."""
+    pytest.importorskip("torch")
+    from t2t_repro.bench.torch_peer import sinusoids
+
+    length, depth = 50, 8
+    angles = np.arange(length)[:, None] / 10000.0 ** (np.arange(0, depth, 2) / depth)
+    expected = np.empty((length, depth))
+    expected[:, 0::2], expected[:, 1::2] = np.sin(angles), np.cos(angles)
+    np.testing.assert_allclose(sinusoids(length, depth).numpy(), expected, atol=1e-5)

@@ -16,7 +16,6 @@ import os
 import numpy as np
 import torch
 
-from t2t_repro.layers.positional import sinusoidal_position_encoding
 from t2t_repro.models.flops import layer_counts
 
 
@@ -35,8 +34,7 @@ class TiedTransformer(torch.nn.Module):
             dim_feedforward=hparams.filter_size, dropout=hparams.layer_prepostprocess_dropout,
             layer_norm_eps=hparams.layer_norm_epsilon, batch_first=True,
             norm_first=bool(hparams.normalize_first))
-        table = np.asarray(sinusoidal_position_encoding(max_positions, hparams.hidden_size))
-        self.register_buffer("positions", torch.tensor(table, dtype=torch.float32))
+        self.register_buffer("positions", sinusoids(max_positions, hparams.hidden_size))
 
     def _embed(self, ids):
         return self.embedding(ids) * math.sqrt(self.hidden_size) + self.positions[: ids.shape[1]]
@@ -49,6 +47,16 @@ class TiedTransformer(torch.nn.Module):
             tgt_is_causal=True, src_key_padding_mask=source_padding,
             memory_key_padding_mask=source_padding)
         return hidden @ self.embedding.weight.t()
+
+
+def sinusoids(length, hidden_size):
+    """The paper's position encoding (§3.5), [length, hidden_size] float32, sines at even
+    channels and cosines at odd, in PyTorch: the peer's process runs no Keras operation, which
+    under the JAX backend would start JAX's GPU client and take most of the GPU's memory."""
+    positions = torch.arange(length, dtype=torch.float32)[:, None]
+    channels = torch.arange(0, hidden_size, 2, dtype=torch.float32)
+    angles = positions * torch.pow(10000.0, -channels / hidden_size)
+    return torch.stack([angles.sin(), angles.cos()], dim=-1).reshape(length, hidden_size)
 
 
 def training_step(hparams, vocab_size, inputs, targets, compile_model=False, device="cpu",
