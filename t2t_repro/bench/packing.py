@@ -10,8 +10,9 @@ vocabulary (as `bench train`), batched at `--batch_tokens` padded tokens with
 shapes (`fixed_shapes`), and packed (`PackedBatches`, rows of 256). Reported for each: the
 fraction of source and target positions that are padding over the whole epoch, and for every
 backend the real target tokens per second of transformer_base training steps on the epoch's
-first `--steps` batches (after one untimed step on a batch of each shape among them and
-`--warmup` more), each backend and batching in a process of its own with its peak memory.
+first `--steps` full batches (`timed_batches`), after one untimed step on a batch of each shape
+among them and `--warmup` more, each backend and batching in a process of its own with its
+peak memory.
 """
 
 import argparse
@@ -43,6 +44,15 @@ def epoch_batches(pairs, batching, batch_tokens, seed=1):
                              fixed_shapes=batching != "bucketed"))
 
 
+def timed_batches(batches, steps):
+    """The first `steps` of `batches` in which every row holds a pair. The others are an
+    epoch's partial batches: the packed epoch's remainder, and batches with fewer pairs than
+    their bucket's fixed shape has rows, filled out with empty rows. A real corpus's epoch has a
+    few among thousands; newstest2014's at 25,000 tokens has one among the first three on
+    each side."""
+    return [batch for batch in batches if np.count_nonzero(batch[1], axis=1).all()][:steps]
+
+
 def padding_fractions(batches):
     """(source, target) fraction of the batches' positions that hold padding."""
     fractions = []
@@ -55,7 +65,7 @@ def padding_fractions(batches):
 
 def training_rate(backend, pairs, batching, batch_tokens, steps, warmup, overrides=""):
     """Real target tokens/s of transformer_base steps (with hparams `overrides`) on the epoch's
-    first `steps` batches: what a process of its own runs, under `backend` (KERAS_BACKEND set
+    first `steps` full batches: what a process of its own runs, under `backend` (KERAS_BACKEND set
     by the caller)."""
     if backend == "tensorflow":
         from t2t_repro.cli import quiet_tensorflow
@@ -65,7 +75,7 @@ def training_rate(backend, pairs, batching, batch_tokens, steps, warmup, overrid
     from t2t_repro.models.transformer import Transformer
     from t2t_repro.training.run import compile_for_training, train_step_arguments
 
-    batches = epoch_batches(pairs, batching, batch_tokens)[:steps]
+    batches = timed_batches(epoch_batches(pairs, batching, batch_tokens), steps)
     hparams = create_hparams("transformer_base", ",".join(
         filter(None, [f"packed={batching == 'packed'}", overrides])))
     vocab_size = 1 + max(max(max(source), max(target)) for source, target in pairs)
@@ -145,9 +155,10 @@ def main(argv):
                          figures[bucketed][1]))
     from t2t_repro.bench.report import format_table
 
+    model = f"transformer_base ({args.hparams})" if args.hparams else "transformer_base"
     title = (f"Packed rows beside length-bucketed batches: newstest2014 ({len(pairs)} pairs, "
              f"37,000-piece vocabulary), max_length {MAX_LENGTH}; padding over one epoch; "
-             f"transformer_base{' (' + args.hparams + ')' if args.hparams else ''} training steps on the epoch's first {args.steps} batches, each "
+             f"{model} training steps on the epoch's first {args.steps} full batches, each "
              f"backend and batching in a process of its own (peak memory: its peak resident "
              f"size)")
     print(format_table(rows, title))
