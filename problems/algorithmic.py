@@ -11,6 +11,7 @@ import itertools
 
 import numpy as np
 
+from t2t_repro.data.packing import CHUNK_SIZE
 from t2t_repro.data.problem import EVAL, TRAIN, Problem, UnencodableInputError
 from t2t_repro.data.token_arrays import TokenArrays
 from t2t_repro.registry import problems
@@ -77,15 +78,28 @@ class AlgorithmicProblem(Problem):
         return collections.Counter(lengths.tolist())
 
     def examples(self, mode):
-        import tensorflow as tf
-
         from t2t_repro.data.records import rows_as_tensors
 
+        return rows_as_tensors(self._ragged_rows(mode))
+
+    def example_chunks(self, mode, repeat=False, shuffle=False, seed=None, shard=(0, 1)):
+        """`Problem.example_chunks`'s chunks, batched straight from the ragged rows in memory:
+        the same examples in the same order, without `ragged_batch`, whose first chunk takes
+        0.1 to 0.6 s under tf.data's default autotuning, each time the trainer builds a
+        pipeline."""
+        index, count = shard
+        rows = self._ragged_rows(mode).shard(count, index)
+        return (rows.repeat() if repeat else rows).batch(CHUNK_SIZE)
+
+    def _ragged_rows(self, mode):
+        """The mode's examples, a dataset of `{"inputs", "targets"}` ragged rows."""
+        import tensorflow as tf
+
         (inputs, input_lengths), (targets, target_lengths) = self._input_and_target_ids(mode)
-        return rows_as_tensors(tf.data.Dataset.from_tensor_slices({
+        return tf.data.Dataset.from_tensor_slices({
             "inputs": tf.RaggedTensor.from_row_lengths(inputs, input_lengths),
             "targets": tf.RaggedTensor.from_row_lengths(targets, target_lengths),
-        }))
+        })
 
     def token_arrays(self, mode):
         """The same examples as `examples`, in the same order, held in memory."""

@@ -1,4 +1,5 @@
-"""The in-process algorithmic problems: targets, held-out eval, and text <-> ids."""
+"""The in-process algorithmic problems: targets, held-out eval, text <-> ids, and chunks equal
+to the generic ones."""
 
 import numpy as np
 import pytest
@@ -106,3 +107,43 @@ def test_text_outside_the_alphabet_raises_a_specific_error_saying_what_is_accept
     """Not int()'s "invalid literal": the decoder turns this error into a report of the line."""
     with pytest.raises(UnencodableInputError, match=r"accepts only the symbols 0\.\.9 separated"):
         AlgorithmicReverse().encode(text)
+
+
+def chunk_arrays(chunks, count):
+    """Each chunk's flat ids and row splits, per feature."""
+    return [{key: (value.flat_values.numpy(), value.row_splits.numpy())
+             for key, value in chunk.items()} for chunk in chunks.take(count)]
+
+
+def same_chunks(ours, theirs):
+    return len(ours) == len(theirs) and all(
+        chunk.keys() == other.keys() and all(
+            np.array_equal(chunk[key][part], other[key][part]) for key in chunk for part in (0, 1))
+        for chunk, other in zip(ours, theirs))
+
+
+@pytest.mark.parametrize("mode, repeat, shard, count", [
+    (TRAIN, False, (0, 1), 3),  # 2,000 examples in chunks of 700: two full and a short one
+    (TRAIN, True, (0, 1), 4),  # the third chunk spans two passes
+    (TRAIN, True, (1, 3), 3),
+    (EVAL, True, (0, 1), 2),  # each chunk spans passes over the eval examples
+    (EVAL, False, (1, 2), 1),
+])
+def test_chunks_equal_the_generic_chunks_of_the_examples(monkeypatch, mode, repeat, shard,
+                                                          count):
+    """The in-memory chunks against `Problem.example_chunks` (`ragged_batch` over `examples`):
+    the same examples, order, passes and shards, and the same element spec. Chunks of 700
+    instead of 16,384, so that a small problem has several."""
+    import problems.algorithmic
+    import t2t_repro.data.problem
+    from t2t_repro.data.problem import Problem
+
+    for module in (problems.algorithmic, t2t_repro.data.problem):
+        monkeypatch.setattr(module, "CHUNK_SIZE", 700)
+    problem = SmallReverse()
+    ours = problem.example_chunks(mode, repeat=repeat, shard=shard)
+    generic = Problem.example_chunks(problem, mode, repeat=repeat, shard=shard)
+    assert ours.element_spec == generic.element_spec
+    expected = chunk_arrays(generic, count)
+    assert len(expected) == count
+    assert same_chunks(chunk_arrays(ours, count), expected)
