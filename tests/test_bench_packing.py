@@ -21,9 +21,9 @@ def test_batches_with_an_empty_row_are_left_out_and_the_first_full_ones_kept_in_
 
 def test_the_timed_batches_of_real_epochs_are_their_full_ones():
     """Pairs of 2 to 9 tokens at 512-token budgets (rows of 256 when packed, bench packing's
-    max_length): the packed epoch ends in a partial batch
-    and fixed shapes fill some batches out with empty rows; none of those is timed, and every
-    full batch is, in the epoch's order."""
+    max_length): the packed epoch ends in a partial batch and fixed shapes fill some batches
+    out with empty rows; none of those is timed, and every full batch is, in the epoch's
+    order."""
     rng = np.random.default_rng(0)
     pairs = [(list(rng.integers(3, 50, rng.integers(2, 10))),
               list(rng.integers(3, 50, rng.integers(2, 10)))) for _ in range(1000)]

@@ -172,8 +172,11 @@ def test_the_real_peer_step_never_starts_jax():
     import subprocess
     import sys
 
+    from conftest import HANG_GUARD_S
+
     pytest.importorskip("torch")
-    done = subprocess.run([sys.executable, "-c", _REAL_PEER_STEP], capture_output=True, text=True)
+    done = subprocess.run([sys.executable, "-c", _REAL_PEER_STEP], capture_output=True,
+                          text=True, timeout=HANG_GUARD_S)
     assert done.returncode == 0, f"exit {done.returncode} (3: JAX started) {done.stderr[-2000:]}"
 
 
