@@ -265,6 +265,7 @@ def run():
 
 
 def train_or_evaluate(claim_output_dir):
+    from t2t_repro.data.problem import TRAIN
     from t2t_repro.training.run_factory import create_training_run
 
     problem = problem_flags.create_problem()
@@ -275,6 +276,8 @@ def train_or_evaluate(claim_output_dir):
     if FLAGS.generate_data:
         problem.generate_data(FLAGS.tmp_dir, download=FLAGS.download)
     problem.check_data()  # before anything is written to --output_dir
+    if FLAGS.schedule != "evaluate":
+        problem.check_max_length(TRAIN, hparams.max_length)
     criterion = best_criterion(problem)
     if warm_start_from is not None:
         check_warm_start_source(warm_start_from, problem, hparams)

@@ -1,7 +1,7 @@
 """The Problem base class: what a registered task provides to the trainer and decoder."""
 
 from t2t_repro.data.packing import CHUNK_SIZE
-from t2t_repro.hparams import HParams
+from t2t_repro.hparams import HParams, HParamsError
 from t2t_repro.errors import UserError
 
 
@@ -160,6 +160,18 @@ class Problem:
         """Printable lines scoring decoded text against references (the decoder prints them)."""
         metrics = self.decode_metrics(inputs, outputs, targets)
         return [f"{name}: {value:.4f}" for name, value in metrics.items()]
+
+    def check_max_length(self, mode, max_length):
+        """Raises HParamsError when `max_length` leaves out every one of the mode's examples
+        (training would have no batch to take); passes when the problem cannot count them
+        without reading them (`length_histogram` None)."""
+        histogram = self.length_histogram(mode)
+        if histogram and min(histogram) > max_length:
+            raise HParamsError(
+                f"hparam max_length={max_length} leaves out every {mode} example of {self.name}: "
+                f"they are {min(histogram)} to {max(histogram)} tokens long (the longer of "
+                f"inputs and targets, EOS included). Raise it: --hparams=max_length="
+                f"{max(histogram)} keeps them all.")
 
     def dropped_by_max_length(self, mode, max_length):
         """`(dropped, total)`: how many of the mode's examples are longer than `max_length`,

@@ -1,6 +1,7 @@
 """One training run, whatever the backend: build the model, resume, train in segments,
-evaluate, checkpoint, report. `tensorflow.run.TensorFlowTrainingRun` runs it on TensorFlow (tf.data, tf.distribute)
-and `jax.run.JaxTrainingRun` on JAX; each supplies its train step and batches."""
+evaluate, checkpoint, report. `tensorflow.run.TensorFlowTrainingRun` runs it on TensorFlow
+(tf.data, tf.distribute) and `jax.run.JaxTrainingRun` on JAX; each supplies its train step and
+batches."""
 
 import os
 
@@ -204,6 +205,7 @@ class TrainingRunBase:
             return eval_scalars
         if self._stops_early(step):
             return eval_scalars
+        self.problem.check_max_length(TRAIN, self.hparams.max_length)
         self._report_length_filter(TRAIN)
         iterator = self._train_batches(step)
         saver = checkpoints.CheckpointSchedule(

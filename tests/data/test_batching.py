@@ -11,7 +11,7 @@ from hand_cases import HAND_BATCHES, HAND_CHUNK
 from t2t_repro.data.batching import batch_by_token_budget
 from t2t_repro.data.packing import pack_sorted_lengths
 from t2t_repro.data.problem import EVAL, TRAIN
-from t2t_repro.hparams import create_hparams
+from t2t_repro.hparams import HParamsError, create_hparams
 from t2t_repro.names import EOS_ID, PAD_ID
 
 BUDGET, MAX_LENGTH = 512, 24
@@ -293,6 +293,21 @@ def test_a_pass_yields_exactly_the_examples_within_max_length(
     assert len(produced) == len(within)
     assert collections.Counter(produced) == collections.Counter(within)
     assert problem.dropped_by_max_length(mode, MAX_LENGTH) == (dropped, len(stored))
+
+
+def test_a_max_length_that_leaves_out_every_example_is_refused_naming_the_lengths(
+        problem, reference_examples):
+    """Below the shortest stored example, no training batch could ever form: refused, naming
+    the stored lengths' range; at the shortest, accepted."""
+    lengths = [max(len(ex[0]), len(ex[1])) for ex in reference_examples(TRAIN)]
+    shortest, longest = min(lengths), max(lengths)
+    with pytest.raises(HParamsError) as refused:
+        problem.check_max_length(TRAIN, shortest - 1)
+    message = str(refused.value)
+    assert f"max_length={shortest - 1} leaves out every train example" in message
+    assert f"{shortest} to {longest} tokens long" in message
+    assert f"--hparams=max_length={longest} keeps them all" in message
+    problem.check_max_length(TRAIN, shortest)
 
 
 def test_eval_batches_are_the_greedy_packing_in_a_mixed_order(full_pass, reference_examples):

@@ -1,4 +1,5 @@
-"""TensorFlowTrainingRun end to end on an algorithmic problem: learning, resuming, TensorBoard events."""
+"""TensorFlowTrainingRun end to end on an algorithmic problem: learning, resuming, TensorBoard
+events."""
 
 import os
 import re
@@ -11,7 +12,7 @@ import tensorflow as tf
 from conftest import read_scalars
 from t2t_repro import registry
 from t2t_repro.data.problem import EVAL, TRAIN
-from t2t_repro.hparams import create_hparams
+from t2t_repro.hparams import HParamsError, create_hparams
 from t2t_repro.training import checkpoints, summaries
 from t2t_repro.training.tensorflow.run import TensorFlowTrainingRun
 from t2t_repro.training.run import compile_for_training
@@ -152,9 +153,9 @@ def test_logged_learning_rate_is_the_rate_of_that_step(learning_run):
 
 
 def test_resume_after_restart(reverse_problem, tmp_path):
-    """Train to 20 (checkpoints every 10), then a new TensorFlowTrainingRun on the same output_dir restores
-    step 20 with identical weights, step counter and Adam moments, and train(30) makes only
-    the remaining 10 updates."""
+    """Train to 20 (checkpoints every 10), then a new TensorFlowTrainingRun on the same
+    output_dir restores step 20 with identical weights, step counter and Adam moments, and
+    train(30) makes only the remaining 10 updates."""
     hparams = create_hparams("transformer_tiny", MECHANICS_HPARAMS)
     settings = dict(save_checkpoints_steps=10, save_checkpoints_minutes=0, eval_every=1000,
                     log_every=1)
@@ -211,8 +212,9 @@ def test_resume_after_kill(reverse_problem, tmp_path):
             raise Killed()
 
     keras.utils.set_random_seed(1)
-    doomed = TensorFlowTrainingRun(reverse_problem, hparams, str(tmp_path), tf.distribute.get_strategy(),
-                         print_fn=dies_at_step_15, **settings)
+    doomed = TensorFlowTrainingRun(reverse_problem, hparams, str(tmp_path),
+                                   tf.distribute.get_strategy(), print_fn=dies_at_step_15,
+                                   **settings)
     with pytest.raises(Killed):
         doomed.train(40, evaluate_every_segment=False)
     assert [s for s, _ in checkpoints.list_checkpoints(str(tmp_path))] == [10]
@@ -342,6 +344,18 @@ def test_an_evaluation_without_target_tokens_is_a_user_error_naming_max_length()
         with pytest.raises(EmptyEvaluationError, match="max_length"):
             evaluator(_dataset([]))
     assert issubclass(EmptyEvaluationError, UserError)
+
+
+def test_a_run_whose_max_length_leaves_no_training_example_is_refused_before_any_batch(
+        reverse_problem, tmp_path):
+    """From Python as from the trainer: a one-line error naming max_length, not a wait for a
+    first batch that never comes (every example is 1 to 20 symbols and EOS)."""
+    hparams = create_hparams("transformer_tiny", f"{MECHANICS_HPARAMS},max_length=1")
+    run = new_run(reverse_problem, hparams, tmp_path, seed=1, lines=[])
+    with pytest.raises(HParamsError, match="max_length=1 leaves out every train example"):
+        run.train(2)
+    assert issubclass(HParamsError, UserError)
+    assert checkpoints.list_checkpoints(str(tmp_path)) == []
 
 
 class _RecordingWriter:
