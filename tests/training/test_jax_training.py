@@ -33,7 +33,8 @@ def jax_environment():
 
 
 def tensorflow_update(model, batch, clip_norm=0.0):
-    """One TensorFlowTrainStep update of `model` on `batch`; returns the update's token-mean loss."""
+    """One TensorFlowTrainStep update of `model` on `batch`; returns the update's token-mean
+    loss."""
     hparams = model.hparams
     step = TensorFlowTrainStep(model, tf.distribute.get_strategy(), hparams.label_smoothing,
                      clip_norm=clip_norm)
@@ -174,6 +175,11 @@ finally:
 """
 
 
+# The trainer's mechanics under JAX: one layer, and sequences of at most 7 symbols and EOS, so
+# that every batch has the one bucket shape (`data.array_batches`) and each step compiles once.
+MECHANICS_HPARAMS = "--hparams=num_hidden_layers=1,max_length=8"
+
+
 def jax_trainer(*flags, compilation_cache=None):
     """Runs the trainer under JAX without TensorFlow; a resumed run given the first run's
     `compilation_cache` folder loads its compiled steps instead of compiling them again."""
@@ -199,7 +205,7 @@ def test_the_trainer_trains_and_resumes_under_jax_without_tensorflow(tmp_path,
 
     output_dir = tmp_path / "run"
     common = ["--problem=algorithmic_reverse", "--hparams_set=transformer_tiny",
-              "--hparams=num_hidden_layers=1",  # the trainer's mechanics: one layer
+              MECHANICS_HPARAMS,
               f"--output_dir={output_dir}", "--eval_every=10", "--log_every=10",
               "--random_seed=1", "--eval_decode_examples=0"]
     first = jax_trainer(*common, "--train_steps=20", compilation_cache=compilation_cache)
@@ -246,7 +252,7 @@ def test_early_stopping_under_jax_keeps_the_best_checkpoint_as_under_tensorflow(
     output_dir = tmp_path / "run"
     result = jax_trainer(
         "--problem=algorithmic_copy", "--hparams_set=transformer_tiny",
-        "--hparams=num_hidden_layers=1", f"--output_dir={output_dir}", "--eval_every=5",
+        MECHANICS_HPARAMS, f"--output_dir={output_dir}", "--eval_every=5",
         "--log_every=5", "--eval_steps=2", "--random_seed=1", "--eval_decode_examples=0",
         "--train_steps=100",
         "--save_checkpoints_steps=5", "--keep_checkpoint_max=1",
