@@ -129,6 +129,8 @@ def test_five_kills_one_mid_checkpoint_each_resume_from_the_newest_complete_chec
     ("--hparams=batch_size=256,max_length=24,gradient_accumulation_steps=0",
      "hparam gradient_accumulation_steps must be at least 1"),
     ("--hparams=batch_size=0,max_length=24", "hparam batch_size must be at least 1"),
+    ("--hparams=batch_size=10,max_length=24",
+     "hparam batch_size=10 is below max_length=24 × 1 replica(s)"),
     ("--hparams=batch_size=256,max_length=1",  # every example: 1 to 20 symbols and EOS
      "max_length=1 leaves out every train example of algorithmic_copy: they are 2 to 21"),
 ])

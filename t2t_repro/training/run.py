@@ -39,12 +39,20 @@ class NonFiniteLossError(UserError):
 COUNT_HPARAMS = ("batch_size", "gradient_accumulation_steps", "loss_chunk_tokens")
 
 
-def check_training_hparams(hparams):
-    """HParamsError naming a count hparam below 1, before anything is built or written."""
+def check_training_hparams(hparams, replicas=1):
+    """HParamsError naming a count hparam below 1, or a batch_size below max_length × the
+    `replicas` that share each batch (the longest examples could never fit in one), before
+    anything is built or written."""
     for name in COUNT_HPARAMS:
         if name in hparams and getattr(hparams, name) < 1:
             raise HParamsError(f"hparam {name} must be at least 1, got "
                                f"{getattr(hparams, name)}.")
+    smallest_batch = hparams.max_length * replicas
+    if hparams.batch_size < smallest_batch:
+        raise HParamsError(
+            f"hparam batch_size={hparams.batch_size} is below max_length={hparams.max_length} "
+            f"× {replicas} replica(s), so the longest examples could never fit in a batch: "
+            f"raise batch_size to at least {smallest_batch}, or lower max_length.")
 
 
 def train_step_arguments(hparams, micro_batches=None):

@@ -15,7 +15,7 @@ from t2t_repro.data.problem import EVAL, TRAIN
 from t2t_repro.hparams import HParamsError, create_hparams
 from t2t_repro.training import checkpoints, summaries
 from t2t_repro.training.tensorflow.run import TensorFlowTrainingRun
-from t2t_repro.training.run import compile_for_training
+from t2t_repro.training.run import check_training_hparams, compile_for_training
 from t2t_repro.errors import UserError
 from t2t_repro.training.local_evaluation import EmptyEvaluationError, LocalEvaluator
 from t2t_repro.training.tensorflow.evaluation import ReplicatedEvaluator
@@ -356,6 +356,16 @@ def test_a_run_whose_max_length_leaves_no_training_example_is_refused_before_any
         run.train(2)
     assert issubclass(HParamsError, UserError)
     assert checkpoints.list_checkpoints(str(tmp_path)) == []
+
+
+def test_a_batch_size_below_max_length_times_the_replicas_is_refused():
+    """Each replica's share of a batch must hold one example of max_length tokens: 40 tokens
+    do for one replica at max_length 24, not for two (48)."""
+    hparams = create_hparams("transformer_tiny", "batch_size=40,max_length=24")
+    check_training_hparams(hparams)
+    with pytest.raises(HParamsError, match=r"batch_size=40 is below max_length=24 × 2 "
+                                           r"replica\(s\).* at least 48"):
+        check_training_hparams(hparams, replicas=2)
 
 
 class _RecordingWriter:

@@ -45,8 +45,8 @@ class JaxTrainingRun(TrainingRunBase):
     def __init__(self, problem, hparams, output_dir, model_name="transformer", devices=None,
                  seed=None, peak_tflops=None, **kwargs):
         check_dtype_policy(hparams.dtype_policy)  # before anything is read or built
-        check_training_hparams(hparams)
         devices = devices or jax.local_devices()
+        check_training_hparams(hparams, len(devices))
         for mode in (TRAIN, EVAL):  # missing arrays are an error before anything is written
             problem.token_arrays(mode)
         self._place_batch = data_parallel_placement(devices) or (lambda batch: batch)

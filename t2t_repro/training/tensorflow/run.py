@@ -29,7 +29,7 @@ class TensorFlowTrainingRun(TrainingRunBase):
 
     def __init__(self, problem, hparams, output_dir, strategy, model_name="transformer",
                  jit_compile=False, peak_tflops=None, **kwargs):
-        check_training_hparams(hparams)  # before anything is built
+        check_training_hparams(hparams, strategy.num_replicas_in_sync)  # before anything is built
         self.strategy = strategy
         with strategy.scope():
             model = compile_for_training(
