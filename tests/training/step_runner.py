@@ -24,11 +24,21 @@ BATCH_SPEC = ({"inputs": tf.TensorSpec((None, None), tf.int32),
 @dataclasses.dataclass
 class TrainedState:
     """What a case compares after its updates: weights, Adam's first moments, the update
-    count, and each update's `UpdateStats`."""
+    count, each update's `UpdateStats`, and the largest difference between two replicas'
+    copies of any model or optimizer variable (0 on one device)."""
     weights: list
     moments: list
     iterations: int
     stats: list
+    replica_spread: float
+
+
+def replica_spread(variables):
+    spread = 0.0
+    for variable in variables:
+        copies = [np.asarray(copy) for copy in getattr(variable.value, "values", ())]
+        spread = max([spread] + [float(np.abs(copy - copies[0]).max()) for copy in copies])
+    return spread
 
 
 class StepRunner:
@@ -48,7 +58,9 @@ class StepRunner:
         stats = [step(iterator) for _ in range(updates)]
         return TrainedState(weights=model.get_weights(), moments=adam_moments(model),
                             iterations=int(keras.ops.convert_to_numpy(model.optimizer.iterations)),
-                            stats=stats)
+                            stats=stats,
+                            replica_spread=replica_spread(model.variables
+                                                          + model.optimizer.variables))
 
     def _model_and_step(self, accumulation_steps, clip_norm):
         key = (accumulation_steps, clip_norm)

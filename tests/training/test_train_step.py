@@ -115,6 +115,7 @@ TWO_REPLICAS = textwrap.dedent(
             "tokens": [split.stats[0].target_tokens, whole.stats[0].target_tokens],
             "moments": difference(split.moments, whole.moments),
             "weights": difference(split.weights, whole.weights),
+            "replica_spread": split.replica_spread,
         }
 
     small, large = micro_batch(0, 2, 4, 3), micro_batch(1, 6, 9, 8)
@@ -149,7 +150,7 @@ def two_replica_report():
 def test_two_replicas_take_the_step_of_one_device_on_the_global_batch(two_replica_report, case):
     """Replicas holding unequal token counts; a replica holding only filler rows;
     2 replicas × 2 micro-batches; and gradients clipped to a global norm: each equals one
-    device on the union."""
+    device on the union, and both replicas hold the same weights and optimizer state."""
     small_tokens, large_tokens = two_replica_report["replica_tokens"]
     assert small_tokens * 3 < large_tokens
     report = two_replica_report[case]
@@ -157,6 +158,7 @@ def test_two_replicas_take_the_step_of_one_device_on_the_global_batch(two_replic
     assert report["loss_split"] == pytest.approx(report["loss_whole"], rel=TOLERANCE)
     assert report["moments"] < TOLERANCE
     assert report["weights"] < TOLERANCE
+    assert report["replica_spread"] < TOLERANCE
 
 
 def test_both_backends_steps_take_their_arguments_from_the_hparams():
