@@ -29,6 +29,7 @@ class ReplicatedEvaluator:
             return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
 
         self._global_sums = global_sums
+        self._traced = False
 
     def __call__(self, dataset, steps=0):
         """`token_means` over all non-padding target tokens of `dataset` (its first `steps`
@@ -36,5 +37,11 @@ class ReplicatedEvaluator:
         if steps:
             dataset = dataset.take(steps)
         batches = self._strategy.experimental_distribute_dataset(dataset)
+        if not self._traced:
+            # Traced once for the batches' spec, whose lengths are unknown, so that batches of
+            # every bucket shape reuse it (as the train step's update does) instead of a
+            # second tracing at the second shape.
+            self._global_sums.get_concrete_function(*batches.element_spec)
+            self._traced = True
         return token_means(self._global_sums(features, targets).numpy()
                            for features, targets in batches)
