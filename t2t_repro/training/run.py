@@ -94,9 +94,12 @@ def compile_for_training(model, hparams, jit_compile=False):
 
 
 def load_trained_model(model_name, hparams, problem, checkpoint_path):
-    """The model with the weights of a training or averaged checkpoint, for inference."""
-    # A checkpoint holds the optimizer's variables too; a compiled model has a place for them.
-    model = compile_for_training(build_model(model_name, hparams, problem), hparams)
+    """The model with the weights of a training or averaged checkpoint, for inference.
+
+    Not compiled: Keras then reads the model's variables and skips the optimizer's state that
+    a training checkpoint also holds (Adam's two slots, twice the model's size), so nothing
+    of it is read into memory."""
+    model = build_model(model_name, hparams, problem)
     model.load_weights(checkpoint_path)
     return model
 

@@ -268,3 +268,29 @@ def test_other_sets_checkpoint_every_1000_steps(name):
     from t2t_repro import registry
 
     assert checkpoints.default_save_checkpoints_steps(registry.hparams_sets[name], 10.0) == 1000
+
+
+def test_a_model_loaded_for_inference_reads_the_weights_and_leaves_the_optimizer_out(tmp_path):
+    """`load_trained_model` on a training checkpoint, which holds Adam's slots beside the
+    weights: the weights come back exactly, into a model without an optimizer, so the slots
+    (twice the model's size) are never read."""
+    import h5py
+
+    from problems.algorithmic import AlgorithmicReverse
+    from t2t_repro.hparams import create_hparams
+    from t2t_repro.training.run import build_model, compile_for_training, load_trained_model
+
+    hparams, problem = create_hparams("transformer_tiny"), AlgorithmicReverse()
+    keras.utils.set_random_seed(2)
+    trained = compile_for_training(build_model("transformer", hparams, problem), hparams)
+    path = str(tmp_path / "ckpt-1.weights.h5")
+    trained.save_weights(path)
+    with h5py.File(path, "r") as saved:
+        assert len(saved["optimizer"]["vars"]) == len(trained.optimizer.variables) > 0
+    keras.utils.set_random_seed(3)  # other initial weights, which the load must replace
+    loaded = load_trained_model("transformer", hparams, problem, path)
+    assert getattr(loaded, "optimizer", None) is None
+    trained_weights, loaded_weights = trained.get_weights(), loaded.get_weights()
+    assert len(loaded_weights) == len(trained_weights)
+    for ours, theirs in zip(loaded_weights, trained_weights):
+        np.testing.assert_array_equal(ours, theirs)

@@ -36,13 +36,15 @@ def random_problem(seed, steps):
     return starts, gradients
 
 
-def train(optimizer, starts, gradients, updates_done=0):
-    """Applies each step's gradients in a traced function, as the train step does, after
-    `updates_done` updates counted; returns the variables and the optimizer."""
+def train(optimizer, starts, gradients, updates_done=0, traced=True):
+    """Applies each step's gradients in a traced function, as the train step does (or
+    eagerly), after `updates_done` updates counted; returns the variables and the optimizer."""
     variables = [keras.Variable(start) for start in starts]
     optimizer.build(variables)
     optimizer.iterations.assign(updates_done)
-    apply = tf.function(lambda grads: optimizer.apply(grads, variables), autograph=False)
+    apply = lambda grads: optimizer.apply(grads, variables)  # noqa: E731
+    if traced:
+        apply = tf.function(apply, autograph=False)
     for step_gradients in gradients:
         apply([tf.constant(g) for g in step_gradients])
     return [keras.ops.convert_to_numpy(v) for v in variables], optimizer
@@ -60,10 +62,12 @@ def assert_close_at_scale(actual, expected, fraction):
     np.testing.assert_allclose(actual, expected, rtol=0, atol=fraction * np.abs(expected).max())
 
 
-def test_six_updates_equal_adam_written_in_numpy():
+@pytest.mark.parametrize("traced", [True, False], ids=["traced", "eager"])
+def test_six_updates_equal_adam_written_in_numpy(traced):
+    """Traced, and eagerly, where each update must compute its own step's bias corrections."""
     starts, gradients = random_problem(seed=0, steps=6)
     hyper = dict(learning_rate=0.01, beta_1=0.9, beta_2=0.98, epsilon=1e-6)
-    weights, optimizer = train(FusedAdam(**hyper), starts, gradients)
+    weights, optimizer = train(FusedAdam(**hyper), starts, gradients, traced=traced)
     first, second = moments(optimizer, len(starts))
     assert int(keras.ops.convert_to_numpy(optimizer.iterations)) == 6
     for index, start in enumerate(starts):
@@ -95,6 +99,18 @@ def test_the_trainers_optimizer_updates_as_keras_adam_under_the_papers_schedule(
                                       moments(keras_adam, len(starts))):
         for a, b in zip(our_slots, their_slots):
             assert_close_at_scale(a, b, 2e-6)
+
+
+def test_a_traced_update_computes_the_bias_corrections_once_for_all_variables():
+    """β1ᵗ and β2ᵗ: two powers in the traced update of twelve variables, not two each."""
+    variables = [keras.Variable(np.ones(3, "float32")) for _ in range(12)]
+    optimizer = FusedAdam(learning_rate=0.01)
+    optimizer.build(variables)
+    apply = tf.function(lambda grads: optimizer.apply(grads, variables), autograph=False)
+    graph = apply.get_concrete_function([tf.TensorSpec([3], tf.float32)] * 12).graph
+    operations = [op.type for op in graph.get_operations()]
+    assert operations.count("ResourceApplyAdam") == 12
+    assert operations.count("Pow") == 2
 
 
 def test_amsgrad_is_refused_naming_the_optimizer_that_has_it():
