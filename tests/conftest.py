@@ -16,6 +16,20 @@ os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
 # which the default CPU allocator does not track on every CPU.
 os.environ.setdefault("TF_CPU_ALLOCATOR_USE_BFC", "true")
 
+
+def _cores_per_worker():
+    """This process's share of the cores: all of them, or under pytest-xdist a worker's."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    return str(max(1, len(os.sched_getaffinity(0)) // workers))
+
+
+# TensorFlow's two thread pools, in this process and every process it starts, sized to its
+# share of the cores. By default each process sizes them to the whole machine, and on the
+# 2-core CI machine each worker's idle pool threads spin on the core the other worker needs
+# (BUILD.md, "Continuous integration").
+for _pool in ("TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS"):
+    os.environ.setdefault(_pool, _cores_per_worker())
+
 import pytest  # noqa: E402
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
