@@ -20,7 +20,8 @@ os.environ.setdefault("TF_CPU_ALLOCATOR_USE_BFC", "true")
 def _cores_per_worker():
     """This process's share of the cores: all of them, or under pytest-xdist a worker's."""
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
-    return str(max(1, len(os.sched_getaffinity(0)) // workers))
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return str(max(1, cores // workers))
 
 
 # TensorFlow's two thread pools, in this process and every process it starts, sized to its

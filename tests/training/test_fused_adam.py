@@ -42,7 +42,10 @@ def train(optimizer, starts, gradients, updates_done=0, traced=True):
     variables = [keras.Variable(start) for start in starts]
     optimizer.build(variables)
     optimizer.iterations.assign(updates_done)
-    apply = lambda grads: optimizer.apply(grads, variables)  # noqa: E731
+
+    def apply(grads):
+        optimizer.apply(grads, variables)
+
     if traced:
         apply = tf.function(apply, autograph=False)
     for step_gradients in gradients:
