@@ -27,6 +27,7 @@ class FusedAdam(keras.optimizers.Adam):
         self._update_scalars = None
 
     def apply(self, *args, **kwargs):
+        # The scalars belong to this update (in a trace, to its graph): not kept past it.
         try:
             return super().apply(*args, **kwargs)
         finally:
