@@ -27,8 +27,8 @@ from t2t_repro.cli import entry_point, run_flags  # noqa: F401 (run_flags: --mod
 from t2t_repro.cli.entry_point import FlagAlias, apply_flag_aliases, check_usage
 from t2t_repro.errors import ConfigurationError
 from t2t_repro.serving.client import BEST_SIGNATURE, QueryError, ServerError, predict, score
-from t2t_repro.utils.text_lines import (TextLinesError, beams_line, iter_lines, score_line,
-                                        source_target_pair)
+from t2t_repro.utils.text_lines import (TextLinesError, beams_line, iter_lines, output_field,
+                                        score_line, source_target_pair)
 
 FLAGS = flags.FLAGS
 
@@ -52,7 +52,7 @@ def answer_line(answer):
     """The line printed for one of the server's answers: the translation, or for every beam
     its text and score, tab-separated (the decoder's `decode_output_line` with and without
     `return_beams`)."""
-    return answer[0] if isinstance(answer, tuple) else beams_line(answer)
+    return output_field(answer[0]) if isinstance(answer, tuple) else beams_line(answer)
 
 
 def batches(lines, batch_size):

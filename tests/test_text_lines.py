@@ -1,9 +1,12 @@
 """One rule for reading a text file as lines, shared by the decoder, the BLEU command and the
 raw-corpus readers: lines end at "\\n" only (as sacreBLEU and `wc -l` count them). That the
-three commands agree is tested in test_decoder_input.py, which has a model to decode with."""
+three commands agree is tested in test_decoder_input.py, which has a model to decode with.
+Output lines keep to it: one per input, whatever a translation holds."""
 
 import pytest
 
+from t2t_repro.decoding.file_decoding import decode_output_line
+from t2t_repro.query import answer_line
 from t2t_repro.utils.text_lines import TextLinesError, read_lines
 
 # "\r\n" ends a line; a lone "\r" and U+2028 stay inside theirs; the last line has no "\n".
@@ -36,3 +39,18 @@ def test_utf8_errors_name_the_file_and_line(tmp_path):
     path.write_bytes("ok\nGrüße\n".encode("latin-1"))
     with pytest.raises(TextLinesError, match=r"latin1\.txt is not UTF-8 text: line 2 "):
         read_lines(path)
+
+
+@pytest.mark.parametrize("text", ["ein\nMann", "ein\r\nMann", "ein\tMann", "ein\rMann\r"])
+def test_an_output_with_a_line_break_or_tab_stays_one_line_with_its_fields(tmp_path, text):
+    """A model can emit a line break or a tab (a byte-fallback piece); the decoder's and the
+    query command's output lines keep one line per input and their tab-separated fields."""
+    beams = [(text, -1.5), ("zwei", -2.25)]
+    lines = [decode_output_line(beams, return_beams=False), answer_line(beams[0]),
+             decode_output_line(beams, return_beams=True), answer_line(beams)]
+    path = tmp_path / "decoded.txt"
+    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    best, queried_best, every, queried_every = read_lines(path)
+    assert best.split() == ["ein", "Mann"] and queried_best == best
+    assert every.split("\t") == [best, "-1.5000", "zwei", "-2.2500"]
+    assert queried_every == every

@@ -11,10 +11,9 @@ with `return_alignments`, followed by a tab and the best hypothesis's alignment
 import sys
 import time
 
-from t2t_repro.utils.atomic_files import write_text_atomically
-from t2t_repro.utils.text_lines import beams_line
 from t2t_repro.errors import ConfigurationError
-from t2t_repro.utils.text_lines import iter_lines, read_lines
+from t2t_repro.utils.atomic_files import write_text_atomically
+from t2t_repro.utils.text_lines import beams_line, iter_lines, output_field, read_lines
 
 
 class ProgressPrinter:
@@ -46,8 +45,9 @@ def blank_beams(decode_hparams):
 
 
 def decode_output_line(beams, return_beams):
-    """The best hypothesis, or with `return_beams` every one and its score, tab-separated."""
-    return beams_line(beams) if return_beams else beams[0][0]
+    """The best hypothesis, or with `return_beams` every one and its score, tab-separated;
+    always one line (`utils.text_lines.output_field`)."""
+    return beams_line(beams) if return_beams else output_field(beams[0][0])
 
 
 def encode_lines(problem, lines, path, encode=None):

@@ -41,9 +41,21 @@ def read_lines(path):
         return list(iter_lines(binary, path))
 
 
+# What would break an output line apart: a line ending, and the tab between fields.
+_FIELD_BREAKS = str.maketrans({"\n": " ", "\r": " ", "\t": " "})
+
+
+def output_field(text):
+    """`text` (a model's output) as one field of an output line: each line break or tab in it
+    a space. A model can emit them (byte-fallback pieces such as <0x0A>, sampled or from an
+    undertrained model), and one would give an input two output lines, or shift the fields."""
+    return text.translate(_FIELD_BREAKS)
+
+
 def beams_line(beams):
-    """`[(text, score), ...]` -> `text<TAB>score<TAB>text<TAB>score...`, scores to 4 decimals."""
-    return "\t".join(f"{text}\t{score:.4f}" for text, score in beams)
+    """`[(text, score), ...]` -> `text<TAB>score<TAB>text<TAB>score...`, each text an
+    `output_field`, scores to 4 decimals."""
+    return "\t".join(f"{output_field(text)}\t{score:.4f}" for text, score in beams)
 
 
 def source_target_pair(line):
