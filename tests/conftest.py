@@ -125,6 +125,13 @@ def one_line_error(result):
     return line
 
 
+def output_lines(stdout):
+    """A command's output lines, split at "\\n" only, as the project reads text files
+    (`utils.text_lines`): a translation may hold another separator, such as a byte-fallback
+    piece <0x1D>, that `str.splitlines` would split at."""
+    return stdout.removesuffix("\n").split("\n") if stdout else []
+
+
 def run_module(module, *args, input=None):
     """Runs `python -m <module> args...` inside this process: absl parses the flags (restored
     afterwards) and the command's `main` runs through the same user-error reporting as

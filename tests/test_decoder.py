@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import sacrebleu
 
-from conftest import run_module
+from conftest import output_lines, run_module
 
 SOURCES = 8
 # Beam 2, short outputs. After 30 steps beam search finds the empty output most likely (EOS
@@ -69,8 +69,8 @@ def test_stdin_lines_are_decoded_like_the_file(ende_data_dir, trained_run, test_
     typed = run_decoder(ende_data_dir, trained_run,
                         input=test_files["en"].read_text(encoding="utf-8"))
     assert typed.returncode == 0, typed.stderr
-    assert typed.stdout.splitlines() == from_file.stdout.splitlines()[:SOURCES]
-    assert len(typed.stdout.splitlines()) == SOURCES
+    assert output_lines(typed.stdout) == output_lines(from_file.stdout)[:SOURCES]
+    assert len(output_lines(typed.stdout)) == SOURCES
 
 
 def test_decodes_with_the_averaged_checkpoint(ende_data_dir, trained_run, test_files, tmp_path):
@@ -124,7 +124,7 @@ def test_return_beams_writes_every_hypothesis_with_its_score(ende_data_dir, trai
     beams = run_decoder(ende_data_dir, trained_run, f"--decode_from_file={test_files['en']}",
                         "--decode_hparams=beam_size=2,alpha=0.6,extra_length=5,return_beams=true")
     assert beams.returncode == 0, beams.stderr
-    for best_line, line in zip(best.stdout.splitlines(), beams.stdout.splitlines(), strict=True):
+    for best_line, line in zip(output_lines(best.stdout), output_lines(beams.stdout), strict=True):
         first, first_score, second, second_score = line.split("\t")
         assert first == best_line
         assert float(first_score) >= float(second_score)
@@ -152,10 +152,10 @@ def test_return_alignments_appends_pharaoh_pairs_of_pieces_or_words(ende_data_di
             f"--decode_hparams=beam_size=2,alpha=0.6,extra_length=5,return_alignments=true,"
             f"alignment_unit={unit}")
         assert result.returncode == 0, result.stderr
-        by_unit[unit] = result.stdout.splitlines()[:SOURCES]
+        by_unit[unit] = output_lines(result.stdout)[:SOURCES]
     sources = test_files["en"].read_text(encoding="utf-8").splitlines()
     for source, best_line, piece_line, word_line in zip(
-            sources, best.stdout.splitlines(), by_unit["piece"], by_unit["word"]):
+            sources, output_lines(best.stdout), by_unit["piece"], by_unit["word"]):
         text, piece_alignment = piece_line.split("\t")
         assert text == best_line
         source_pieces = vocabulary.encode(source)
@@ -208,8 +208,8 @@ def test_a_target_prefix_file_starts_each_output_with_its_line(ende_data_dir, tr
     forced = run_decoder(ende_data_dir, trained_run, f"--decode_from_file={test_files['en']}",
                          hparams, f"--target_prefix_file={prefix_file}")
     assert forced.returncode == 0, forced.stderr
-    for prefix, line, unforced in zip(prefixes, forced.stdout.splitlines(),
-                                      plain.stdout.splitlines(), strict=True):
+    for prefix, line, unforced in zip(prefixes, output_lines(forced.stdout),
+                                      output_lines(plain.stdout), strict=True):
         if prefix:
             assert line.startswith(prefix), (prefix, line)
         else:
@@ -236,8 +236,7 @@ def test_sampling_is_reproducible_under_random_seed(ende_data_dir, trained_run, 
                              "sampling_keep_top_p=0.95,extra_length=5", f"--random_seed={seed}")
         assert result.returncode == 0, result.stderr
         assert "sampling_method=random" in result.stderr
-        # Lines end at "\n" only (utils.text_lines): a sampled piece may be another separator.
-        return result.stdout.removesuffix("\n").split("\n")
+        return output_lines(result.stdout)
 
     first = sample(3)
     assert len(first) == SOURCES
@@ -281,10 +280,10 @@ def test_decode_precision_decodes_with_the_models_copy_in_that_precision(ende_da
     outputs = decode_id_lists(search, read_sources(problem, test_files["en"])[1],
                               decode_hparams.batch_size)
     scores = {precision: [[float(score) for score in line.split("\t")[1::2]]
-                          for line in result.stdout.splitlines()]
+                          for line in output_lines(result.stdout)]
               for precision, result in written.items()}
     for line, line_scores, (ids, beam_scores) in zip(
-            written["bfloat16"].stdout.splitlines(), scores["bfloat16"], outputs, strict=True):
+            output_lines(written["bfloat16"].stdout), scores["bfloat16"], outputs, strict=True):
         assert line.split("\t")[::2] == [problem.decode(beam) for beam in ids]
         np.testing.assert_allclose(line_scores, beam_scores, atol=5e-5)
     assert scores["bfloat16"] != scores["float32"]

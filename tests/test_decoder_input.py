@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from conftest import read_only_folder, run_module
+from conftest import output_lines, read_only_folder, run_module
 from t2t_repro.data.raw_text import read_text_lines
 
 # "\r\n" ends a line; a lone "\r" and U+2028 stay inside theirs (str.split() treats both as
@@ -75,7 +75,7 @@ def test_a_stdin_line_the_problem_cannot_encode_is_reported_and_skipped(reverse_
     result = run_decoder(reverse_run, input="1 2 3\n4 x 5\n6 7\n")
     assert result.returncode == 0, result.stderr
     assert "stdin line 2 skipped: algorithmic_reverse accepts only the symbols" in result.stderr
-    assert len(result.stdout.splitlines()) == 2
+    assert len(output_lines(result.stdout)) == 2
 
 
 @pytest.fixture(scope="module")
@@ -103,7 +103,7 @@ def test_a_stdin_line_longer_than_the_position_table_is_reported_and_skipped(
     result = run_decoder(learned_positions_run, input="1 2\n" + " ".join("1" * 9) + "\n3\n")
     assert result.returncode == 0, result.stderr
     assert "stdin line 2 skipped: The source has 10 positions" in result.stderr
-    assert len(result.stdout.splitlines()) == 2
+    assert len(output_lines(result.stdout)) == 2
 
 
 def error_lines(stderr):
@@ -159,7 +159,7 @@ def test_a_stdin_line_over_max_input_tokens_is_reported_and_skipped(reverse_run)
     result = run_decoder(reverse_run, input=f"1 2\n{LONG_SOURCE}\n3\n")
     assert result.returncode == 0, result.stderr
     assert "stdin line 2 skipped: the source has 31 tokens" in result.stderr
-    assert len(result.stdout.splitlines()) == 2
+    assert len(output_lines(result.stdout)) == 2
 
 
 @pytest.mark.parametrize("name, content", [("notes.txt", b"not a checkpoint\n"),

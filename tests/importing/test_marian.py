@@ -24,7 +24,7 @@ import yaml
 
 ctranslate2 = pytest.importorskip("ctranslate2")
 
-from conftest import HANG_GUARD_S, one_line_error, run_module  # noqa: E402
+from conftest import HANG_GUARD_S, one_line_error, output_lines, run_module  # noqa: E402
 from ctranslate2.converters import MarianConverter  # noqa: E402
 from importing.fine_tuning import (  # noqa: E402
     fine_tune_one_step_on_both_backends,
@@ -247,7 +247,7 @@ def test_the_export_answers_as_the_decoder_and_the_run_fine_tunes(opus_mt_import
     output, errors = serving.communicate(timeout=HANG_GUARD_S)
     assert serving.returncode == 0, errors
     answers = json.loads(output)
-    assert answers["signatures"]["serving_default"]["outputs"] == decoded.stdout.splitlines()
+    assert answers["signatures"]["serving_default"]["outputs"] == output_lines(decoded.stdout)
 
 
 # --- Bad input --------------------------------------------------------------------------------

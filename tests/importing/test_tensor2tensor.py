@@ -15,7 +15,7 @@ import os
 import numpy as np
 import pytest
 
-from conftest import one_line_error, run_module
+from conftest import one_line_error, output_lines, run_module
 from importing.tensor2tensor_checkpoints import (
     D,
     HEADS,
@@ -216,7 +216,7 @@ def test_the_imported_run_decodes_and_scores_as_the_equations(vocab_file, tmp_pa
         inputs = np.array(vocabulary.encode(text) + [1])
         expected.append(vocabulary.decode(
             numpy_greedy(variables, pre_norm, layers, inputs, len(inputs) + 4)))
-    assert decoded.stdout.splitlines() == expected
+    assert output_lines(decoded.stdout) == expected
 
     # A random model's greedy outputs repeat one subtoken; scores of given translations are
     # sums over every logit's normalizer, so they check the whole forward pass per sentence.
@@ -232,7 +232,7 @@ def test_the_imported_run_decodes_and_scores_as_the_equations(vocab_file, tmp_pa
         logits = numpy_logits(variables, pre_norm, layers, inputs, targets)
         log_probs = logits - np.logaddexp.reduce(logits, axis=-1, keepdims=True)
         expected_scores.append((log_probs[np.arange(len(targets)), targets].sum(), len(targets)))
-    ours = [line.split("\t") for line in scored.stdout.splitlines()]
+    ours = [line.split("\t") for line in output_lines(scored.stdout)]
     assert [int(count) for _, count in ours] == [count for _, count in expected_scores]
     differences = [abs(float(score) - expected_score)
                    for (score, _), (expected_score, _) in zip(ours, expected_scores)]

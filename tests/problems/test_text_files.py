@@ -13,7 +13,7 @@ import pathlib
 import numpy as np
 import pytest
 import sentencepiece
-from conftest import one_line_error, run_module
+from conftest import one_line_error, output_lines, run_module
 from sentencepiece import sentencepiece_model_pb2
 from serving.test_exporter import run_export
 
@@ -113,7 +113,7 @@ def test_decoding_scores_with_the_english_tokenized_bleu(deen_run, corpus, tmp_p
     scored = run_module("t2t_repro.bleu", f"--translation={tmp_path / 'test.out.en'}",
                         f"--reference={corpus / 'test.en'}", "--language=en")
     assert scored.returncode == 0, scored.stderr
-    report = scored.stdout.splitlines()
+    report = output_lines(scored.stdout)
     assert "Moses tokenizer.perl -l en, multi-bleu.perl" in report[1]
     assert all(line in decoded.stdout + decoded.stderr for line in report)
 
@@ -126,7 +126,7 @@ def test_the_export_answers_as_the_decoder(deen_run, corpus):
                          f"--decode_from_file={corpus / 'test.de'}")
     assert decoded.returncode == 0, decoded.stderr
     answers = run_export(deen_run["run"] / "export" / "30", read_lines(corpus / "test.de"))
-    assert answers["signatures"]["serving_default"]["outputs"] == decoded.stdout.splitlines()
+    assert answers["signatures"]["serving_default"]["outputs"] == output_lines(decoded.stdout)
     assert answers["project_modules"] == []
 
 
@@ -298,7 +298,7 @@ def test_the_export_holds_both_models_and_answers_as_the_decoder(separate_run, c
                          DECODE_HPARAMS, f"--decode_from_file={corpus / 'test.de'}")
     assert decoded.returncode == 0, decoded.stderr
     answers = run_export(version, read_lines(corpus / "test.de"))
-    assert answers["signatures"]["serving_default"]["outputs"] == decoded.stdout.splitlines()
+    assert answers["signatures"]["serving_default"]["outputs"] == output_lines(decoded.stdout)
     assert answers["project_modules"] == []
 
 

@@ -11,7 +11,7 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import HANG_GUARD_S, run_module
+from conftest import HANG_GUARD_S, output_lines, run_module
 
 RUN_EXPORT = pathlib.Path(__file__).with_name("run_export.py")
 DECODE_HPARAMS = "--decode_hparams=beam_size=2,alpha=0.6,extra_length=5"
@@ -33,7 +33,7 @@ def decoder_lines(problem_flags, output_dir, source_file, *flags):
     result = run_module("t2t_repro.decoder", *problem_flags, f"--output_dir={output_dir}",
                         DECODE_HPARAMS, f"--decode_from_file={source_file}", *flags)
     assert result.returncode == 0, result.stderr
-    return result.stdout.splitlines()
+    return output_lines(result.stdout)
 
 
 @pytest.fixture(scope="module")
@@ -117,7 +117,7 @@ def decoder_scores(ende):
                         f"--score_file={ende['score_file']}")
     assert result.returncode == 0, result.stderr
     return [(float(score), int(pieces))
-            for score, pieces in (line.split("\t") for line in result.stdout.splitlines())]
+            for score, pieces in (line.split("\t") for line in output_lines(result.stdout))]
 
 
 def test_the_score_signature_equals_the_decoder_score_file(ende, ende_answers):
@@ -212,12 +212,12 @@ def test_the_server_answers_the_score_signature_as_query_score_prints_it(ende):
         malformed = run_module(*query, input=f"{ende['lines'][0]}\t{ende['references'][0]}\n"
                                              "no tab here\n")
     assert served.returncode == 0, served.stderr
-    answers = [line.split("\t") for line in served.stdout.splitlines()]
+    answers = [line.split("\t") for line in output_lines(served.stdout)]
     assert [int(pieces) for _, pieces in answers] == [pieces for _, pieces in expected]
     assert [float(score) for score, _ in answers] == pytest.approx([s for s, _ in expected],
                                                                    abs=1e-4)
     assert "stdin line 2: it has 0 tabs" in one_line_error(malformed)
-    (first,) = [line.split("\t") for line in malformed.stdout.splitlines()]
+    (first,) = [line.split("\t") for line in output_lines(malformed.stdout)]
     assert int(first[1]) == expected[0][1]
     assert float(first[0]) == pytest.approx(expected[0][0], abs=1e-4)
 

@@ -6,7 +6,7 @@ import socket
 
 import pytest
 
-from conftest import run_module
+from conftest import output_lines, run_module
 from t2t_repro.serving.client import ServerError, predict
 from t2t_repro.serving.local_server import LocalServer
 from toy_export import MAX_INPUT_BYTES, expected_translation, write_toy_export
@@ -79,7 +79,7 @@ def test_beams_are_printed_with_their_scores_tab_separated(server):
     lines = ["Two dogs.", "a Cat"]
     result = query(server, "--signature_name=beams", "--batch_size=1", input="\n".join(lines))
     assert result.returncode == 0, result.stderr
-    assert result.stdout.splitlines() == [
+    assert output_lines(result.stdout) == [
         f"{line.upper()}\t{-len(line):.4f}\t{line.lower()}\t{-len(line) - 1:.4f}"
         for line in lines]
 
