@@ -61,7 +61,8 @@ class ParsingWsj(TextPairProblem):
 
 @problems.register
 class ParsingWsjSemisup(ParsingWsj):
-    """WSJ plus extra automatically parsed sentences (the paper's ~17M), one shared 32K vocabulary."""
+    """WSJ plus extra automatically parsed sentences (the paper's ~17M), one shared 32K
+    vocabulary."""
 
     default_vocab_size = 32000
 

@@ -40,9 +40,10 @@ def main(argv):
     check_usage(argv, ("translation", "reference"))
     translation, reference = read_flagged_lines("translation"), read_flagged_lines("reference")
     if len(translation) != len(reference):
-        raise ConfigurationError(f"--translation={FLAGS.translation} has {len(translation)} lines but "
-                 f"--reference={FLAGS.reference} has {len(reference)}; BLEU needs one reference "
-                 f"line per translated line.")
+        raise ConfigurationError(
+            f"--translation={FLAGS.translation} has {len(translation)} lines but "
+            f"--reference={FLAGS.reference} has {len(reference)}; BLEU needs one reference "
+            f"line per translated line.")
     if not translation:
         raise ConfigurationError("both files are empty; there is nothing to score.")
 

@@ -40,7 +40,8 @@ class Registry:
             importlib.import_module(self.package)
 
     def register(self, name_or_obj=None):
-        """Decorator: `@reg.register` (snake_case of the object's name) or `@reg.register("name")`."""
+        """Decorator: `@reg.register` (snake_case of the object's name) or
+        `@reg.register("name")`."""
 
         def decorate(obj, name=None):
             name = name or default_name(obj)

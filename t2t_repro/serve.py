@@ -72,9 +72,10 @@ def server_options():
     """The flags as ServerOptions; a ConfigurationError when a request of the largest size
     allowed could never enter the queue."""
     if FLAGS.enable_batching and FLAGS.max_instances_per_request > FLAGS.max_enqueued_instances:
-        raise ConfigurationError(f"--max_instances_per_request={FLAGS.max_instances_per_request} is more "
-                 f"than --max_enqueued_instances={FLAGS.max_enqueued_instances}, so such a "
-                 f"request could never be queued; lower the one or raise the other.")
+        raise ConfigurationError(
+            f"--max_instances_per_request={FLAGS.max_instances_per_request} is more "
+            f"than --max_enqueued_instances={FLAGS.max_enqueued_instances}, so such a "
+            f"request could never be queued; lower the one or raise the other.")
     for name in ("request_header_timeout_s", "request_body_timeout_s"):
         if not FLAGS[name].value > 0:
             raise ConfigurationError(f"--{name}={FLAGS[name].value}: give a number of seconds "

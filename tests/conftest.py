@@ -1,4 +1,5 @@
-"""Shared test settings: quiet TensorFlow, the TensorFlow Keras backend, and the real data folder."""
+"""Shared test settings: quiet TensorFlow, the TensorFlow Keras backend, and the real data
+folder."""
 
 import contextlib
 import gc

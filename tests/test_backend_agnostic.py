@@ -90,7 +90,9 @@ PROJECT_PACKAGES = ("t2t_repro", "problems", "hparams")
 def module_path(module):
     parts = module.split(".")
     package_init = REPO_ROOT.joinpath(*parts, "__init__.py")
-    return package_init if package_init.exists() else REPO_ROOT.joinpath(*parts[:-1], parts[-1] + ".py")
+    if package_init.exists():
+        return package_init
+    return REPO_ROOT.joinpath(*parts[:-1], parts[-1] + ".py")
 
 
 def module_level_imports(module):

@@ -55,7 +55,8 @@ def test_generates_translate_ende_once(multi30k_tmp_dir, tmp_path):
     # Asking for other data hparams over existing data is an error that says what to do.
     conflicting = run_datagen(*flags[:3], "--data_hparams=vocab_size=4000")
     assert conflicting.returncode != 0
-    assert "vocab_size" in conflicting.stderr and "Drop those from --data_hparams" in conflicting.stderr
+    assert "vocab_size" in conflicting.stderr
+    assert "Drop those from --data_hparams" in conflicting.stderr
     assert "Traceback" not in conflicting.stderr
     assert file_state(data_dir) == before
 

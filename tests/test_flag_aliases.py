@@ -33,8 +33,9 @@ def test_an_alias_sets_its_canonical_flag_converted(argv, minutes):
 
 def test_an_alias_and_its_flag_with_different_values_is_an_error():
     flag_values = parsed("--save_checkpoints_secs=60", "--save_checkpoints_minutes=2")
-    with pytest.raises(ConfigurationError, match=r"--save_checkpoints_secs=60 \(tensor2tensor's name "
-                                         r"for --save_checkpoints_minutes.*contradicts"):
+    with pytest.raises(ConfigurationError,
+                       match=r"--save_checkpoints_secs=60 \(tensor2tensor's name "
+                             r"for --save_checkpoints_minutes.*contradicts"):
         apply_flag_aliases([SECONDS], flag_values)
 
 

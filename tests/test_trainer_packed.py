@@ -8,7 +8,8 @@ from test_trainer import TINY_RUN, run_trainer
 
 def test_the_trainer_trains_on_packed_rows(tmp_path):
     run = [flag for flag in TINY_RUN if not flag.startswith("--hparams=")]
-    result = run_trainer(*run, "--hparams=batch_size=256,max_length=24,num_hidden_layers=1,packed=true",
+    result = run_trainer(*run,
+                         "--hparams=batch_size=256,max_length=24,num_hidden_layers=1,packed=true",
                          "--train_steps=40", f"--output_dir={tmp_path / 'run'}")
     assert result.returncode == 0, result.stderr[-3000:]
     log = result.stdout + result.stderr

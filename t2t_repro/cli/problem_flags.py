@@ -5,7 +5,8 @@ from absl import flags
 FLAGS = flags.FLAGS
 
 flags.DEFINE_string("problem", None, "Registered problem.")
-flags.DEFINE_string("data_dir", None, "Where the problem's generated data (vocabulary, TFRecords) lives.")
+flags.DEFINE_string("data_dir", None,
+                    "Where the problem's generated data (vocabulary, TFRecords) lives.")
 flags.DEFINE_string("tmp_dir", None, "Where the problem's raw files are found, or downloaded to.")
 flags.DEFINE_string("data_hparams", "",
                     'Overrides of the problem\'s data settings, "name=value,...", e.g. '

@@ -7,11 +7,12 @@ global: under a distribution strategy each batch is split across the replicas.
 The pipeline works on chunks of thousands of examples at a time, as ragged tensors, so that no
 tf.data stage runs once per example: even a trivial per-example map costs about 40 µs per
 example on a 2-core machine, where tensor2tensor's per-example bucketing reaches about 11k
-sentence pairs/s and this pipeline 75-86k (`python -m t2t_repro.bench pipeline`). Within a chunk, examples longer than
-`max_length` are dropped, the rest are sorted by length (after a random permutation when
-training) and cut greedily into batches: each batch takes as many of the next examples as fit the
-budget. This buckets by length as finely as the data allows, and leaves one part-filled batch per
-chunk. When training, the chunk's batches are then served in random order.
+sentence pairs/s and this pipeline 75-86k (`python -m t2t_repro.bench pipeline`). Within a
+chunk, examples longer than `max_length` are dropped, the rest are sorted by length (after a
+random permutation when training) and cut greedily into batches: each batch takes as many of the
+next examples as fit the budget. This buckets by length as finely as the data allows, and leaves
+one part-filled batch per chunk. When training, the chunk's batches are then served in random
+order.
 """
 
 import functools

@@ -32,8 +32,9 @@ def pack_sorted_lengths(sorted_lengths, budget, rows_multiple=1):
 
 
 def batch_splits(lengths, budget, rows_multiple):
-    """Example order (ascending length, stable) and batch splits of one chunk; a last batch short of `rows_multiple`
-    rows is filled up with index `len(lengths)`, which names an empty row."""
+    """Example order (ascending length, stable) and batch splits of one chunk; a last batch
+    short of `rows_multiple` rows is filled up with index `len(lengths)`, which names an empty
+    row."""
     order = np.argsort(lengths, kind="stable").astype(np.int64)
     splits = pack_sorted_lengths(lengths[order], budget, rows_multiple)
     missing = -len(lengths) % rows_multiple

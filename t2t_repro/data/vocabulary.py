@@ -1,4 +1,5 @@
-"""Subword vocabularies: sentencepiece models trained on a problem's text, used in Python and in-graph.
+"""Subword vocabularies: sentencepiece models trained on a problem's text, used in Python and
+in-graph.
 
 One model file serves both paths: `SubwordVocabulary.encode` (sentencepiece in Python, for data
 generation) and `SubwordVocabulary.graph_tokenizer()` (tensorflow-text's SentencepieceTokenizer,
@@ -7,8 +8,8 @@ for the exported model), and they give identical ids.
 The models are trained so that `decode(encode(text)) == text`: no normalisation, whitespace
 kept as it is, and characters outside the vocabulary spelled as UTF-8 bytes (byte fallback)
 instead of mapping to an unknown id. The one exception is U+2581 '▁', sentencepiece's own space
-marker, which it reads as a space in any input (`a▁b` comes back as `a b`). Ids 0 and 1 are padding and end of sequence, as
-everywhere in t2t_repro (`names`).
+marker, which it reads as a space in any input (`a▁b` comes back as `a b`). Ids 0 and 1 are
+padding and end of sequence, as everywhere in t2t_repro (`names`).
 
 All problems use BPE. The paper's word pieces (EN-FR) come from a bottom-up merge procedure, as
 BPE does (the merge criterion differs: likelihood gain rather than pair frequency). Sentencepiece's
@@ -111,7 +112,8 @@ class SubwordVocabulary:
         return self._processor.get_piece_size()
 
     def encode(self, text):
-        """Ids of `text` (no EOS); a list of strings gives a list of id lists, encoded in parallel."""
+        """Ids of `text` (no EOS); a list of strings gives a list of id lists, encoded in
+        parallel."""
         return self._processor.encode(text, num_threads=0)
 
     def decode(self, ids):

@@ -3,9 +3,9 @@ of lines typed one at a time (`python -m t2t_repro.decoder` turns its flags into
 
 A blank line (empty, or ASCII whitespace only) translates to an empty line with score 0,
 without decoding, as an exported model answers it. Output lines are the best hypothesis, or
-with the decode hparam `return_beams` every hypothesis and its score (`utils.text_lines.beams_line`);
-with `return_alignments`, followed by a tab and the best hypothesis's alignment
-(`decoding.alignments`).
+with the decode hparam `return_beams` every hypothesis and its score
+(`utils.text_lines.beams_line`); with `return_alignments`, followed by a tab and the best
+hypothesis's alignment (`decoding.alignments`).
 """
 
 import sys

@@ -104,7 +104,8 @@ def restricted_attention(query, key, value, window, causal=False, key_mask=None,
 
 @keras.saving.register_keras_serializable(package="t2t_repro")
 class MultiHeadAttention(keras.layers.Layer):
-    """MultiHead(Q, K, V) = Concat(head_1..head_h) W^O with head_i = Attention(QW_i^Q, KW_i^K, VW_i^V).
+    """MultiHead(Q, K, V) = Concat(head_1..head_h) W^O,
+    with head_i = Attention(QW_i^Q, KW_i^K, VW_i^V).
 
     Projections carry no bias, as in tensor2tensor, unless `use_bias` (Marian's have them).
 

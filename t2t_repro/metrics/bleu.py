@@ -147,7 +147,8 @@ def bleu_report(hypotheses, references, language="de"):
     target as multi-bleu.perl prints it, labelled so that the two are not confused."""
     sacre = sacre_bleu(hypotheses, references)
     tokenized = tokenized_bleu(hypotheses, references, language)
-    steps = f"Moses tokenizer.perl -l {language}" + (" + compound split" if language == "de" else "")
+    compound_split = " + compound split" if language == "de" else ""
+    steps = f"Moses tokenizer.perl -l {language}{compound_split}"
     return [
         f"sacreBLEU (detokenized text): {sacre.format(signature=sacre_bleu_signature())}",
         f"tokenized BLEU ({steps}, multi-bleu.perl; the paper's measure, not comparable to "

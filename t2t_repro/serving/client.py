@@ -2,9 +2,9 @@
 
 `predict` sends texts in one `POST /v1/models/NAME:predict` (`{"instances": [...]}`) and gives
 back each input's translation; `score` sends (source, target) pairs to the `score` signature
-and gives back each target's log-probability and pieces. The request and reply helpers are shared with the serving
-benchmark, which keeps its own connections open. Standard library only: a client machine needs
-nothing of this project's dependencies.
+and gives back each target's log-probability and pieces. The request and reply helpers are
+shared with the serving benchmark, which keeps its own connections open. Standard library only:
+a client machine needs nothing of this project's dependencies.
 """
 
 import http.client

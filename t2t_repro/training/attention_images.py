@@ -2,11 +2,11 @@
 one image per stack (encoder self-attention, decoder self-attention, encoder-decoder
 attention), layers down and heads across, so that a user watching a run sees the heads form.
 
-Written with the tensorboard package's protos and `summaries.EventWriter`, without TensorFlow (and PNGs
-encoded here with zlib), so it runs on every backend. Images go to a directory of their own,
-one small event file per call, each complete when the call returns: TensorBoard reads a
-directory's event files one after another, which a second writer appending to the `eval/`
-file of the run's own summaries would defeat.
+Written with the tensorboard package's protos and `summaries.EventWriter`, without TensorFlow
+(and PNGs encoded here with zlib), so it runs on every backend. Images go to a directory of
+their own, one small event file per call, each complete when the call returns: TensorBoard reads
+a directory's event files one after another, which a second writer appending to the `eval/` file
+of the run's own summaries would defeat.
 
 The training loop's calls (the chief only):
 

@@ -48,7 +48,8 @@ def token_means(batch_sums):
             "the evaluation found no target tokens: the eval set is empty, or every eval "
             "example is longer than max_length. Check the eval data, or raise "
             "--hparams=max_length=N.")
-    return {"loss": loss / tokens, "accuracy": correct / tokens, "neg_log_perplexity": -nll / tokens}
+    return {"loss": loss / tokens, "accuracy": correct / tokens,
+            "neg_log_perplexity": -nll / tokens}
 
 
 class LocalEvaluator:

@@ -1,6 +1,7 @@
-"""A training run on the current Keras backend, from explicit arguments: `loop.TensorFlowTrainingRun` on
-TensorFlow, `jax.run.JaxTrainingRun` on JAX (`python -m t2t_repro.trainer` turns its flags into
-this call). Each backend's modules are imported only when it is the one in use."""
+"""A training run on the current Keras backend, from explicit arguments:
+`tensorflow.run.TensorFlowTrainingRun` on TensorFlow, `jax.run.JaxTrainingRun` on JAX
+(`python -m t2t_repro.trainer` turns its flags into this call). Each backend's modules are
+imported only when it is the one in use."""
 
 from t2t_repro.utils import backend
 from t2t_repro.training.strategy_names import StrategyError

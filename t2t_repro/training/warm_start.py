@@ -86,7 +86,8 @@ def check_vocabularies(source_vocabularies, vocabularies):
     if len(source_vocabularies) != len(vocabularies):
         raise WarmStartError(
             f"the vocabularies differ from the run to start from: "
-            f"{', '.join(vocabularies) or 'none'} against {', '.join(source_vocabularies) or 'none'}"
+            f"{', '.join(vocabularies) or 'none'} against "
+            f"{', '.join(source_vocabularies) or 'none'}"
             f" (a shared vocabulary is one file, separate source and target ones two); "
             f"fine-tune on data encoded with the run's own.")
     for source_vocabulary, vocabulary in zip(source_vocabularies, vocabularies):

@@ -75,7 +75,8 @@ def test_a_wrong_decode_counts_against_exact_match(oracle, monkeypatch):
     sequences = problem.sequences(EVAL)
     right = sum(len(s) <= 12 for s in sequences)
     assert 0 < right < len(sequences)
-    assert evaluation(model=_Float32Model()) == {"exact_match": pytest.approx(right / len(sequences))}
+    assert evaluation(model=_Float32Model()) == {
+        "exact_match": pytest.approx(right / len(sequences))}
 
 
 @pytest.mark.parametrize("policy", ["mixed_bfloat16", "mixed_float16"])

@@ -1,7 +1,8 @@
 """Scoring and ensembles on small random Transformers, against NumPy: a target's score is the
 sum of its pieces' teacher-forced log-probabilities; an ensemble's distribution is the log of
-the mean of its models' probabilities, in scoring and in every greedy step; an ensemble of one model, or of two copies of it, decodes
-as the model; models of different vocabularies are refused."""
+the mean of its models' probabilities, in scoring and in every greedy step; an ensemble of one
+model, or of two copies of it, decodes as the model; models of different vocabularies are
+refused."""
 
 import keras
 import numpy as np

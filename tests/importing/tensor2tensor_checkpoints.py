@@ -37,8 +37,9 @@ def t2t_variables(pre_norm, layers, seed):
         variables[f"{scope}/layer_norm/layer_norm_scale"] = 1 + 0.1 * rng.normal(size=D)
         variables[f"{scope}/layer_norm/layer_norm_bias"] = 0.1 * rng.normal(size=D)
 
-    for stack, count, attentions in (("encoder", layers[0], ("self_attention",)),
-                                     ("decoder", layers[1], ("self_attention", "encdec_attention"))):
+    for stack, count, attentions in (
+            ("encoder", layers[0], ("self_attention",)),
+            ("decoder", layers[1], ("self_attention", "encdec_attention"))):
         for i in range(count):
             for attention in attentions:
                 scope = f"{body}/{stack}/layer_{i}/{attention}"

@@ -35,8 +35,9 @@ VARIANTS = {"post-norm transformer_base_v1": (False, (2, 1)),
 def layer_norm(x, variables, scope):
     mean = x.mean(-1, keepdims=True)
     variance = ((x - mean) ** 2).mean(-1, keepdims=True)
-    return ((x - mean) / np.sqrt(variance + 1e-6) * variables[f"{scope}/layer_norm/layer_norm_scale"]
-            + variables[f"{scope}/layer_norm/layer_norm_bias"])
+    scale = variables[f"{scope}/layer_norm/layer_norm_scale"]
+    return (x - mean) / np.sqrt(variance + 1e-6) * scale + variables[
+        f"{scope}/layer_norm/layer_norm_bias"]
 
 
 def timing_signal(length, channels):
@@ -63,7 +64,8 @@ def multihead_attention(x, memory, bias, variables, scope):
 
 
 def ffn(x, variables, scope):
-    hidden = np.maximum(x @ variables[f"{scope}/conv1/kernel"] + variables[f"{scope}/conv1/bias"], 0)
+    hidden = np.maximum(
+        x @ variables[f"{scope}/conv1/kernel"] + variables[f"{scope}/conv1/bias"], 0)
     return hidden @ variables[f"{scope}/conv2/kernel"] + variables[f"{scope}/conv2/bias"]
 
 

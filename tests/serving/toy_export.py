@@ -1,9 +1,9 @@
 """A toy SavedModel with the exporter's signatures, for testing the server and client fast.
 
-It "translates" by upper-casing ASCII letters: `serving_default` maps `inputs` tf.string [batch] to `outputs`
-(the upper-cased text) and `scores` (minus the text's length in bytes, float32); `beams` gives
-[batch, 2] outputs (upper-cased, then lower-cased) and scores. An input longer than
-`MAX_INPUT_BYTES` bytes fails with an InvalidArgumentError naming the limit, as an exported
+It "translates" by upper-casing ASCII letters: `serving_default` maps `inputs` tf.string [batch]
+to `outputs` (the upper-cased text) and `scores` (minus the text's length in bytes, float32);
+`beams` gives [batch, 2] outputs (upper-cased, then lower-cased) and scores. An input longer
+than `MAX_INPUT_BYTES` bytes fails with an InvalidArgumentError naming the limit, as an exported
 model rejects a too-long input.
 """
 
@@ -20,7 +20,8 @@ class ToyTranslator(tf.Module):
         lengths = tf.strings.length(inputs)
         tf.debugging.assert_less_equal(
             lengths, MAX_INPUT_BYTES,
-            message=f"an input is longer than this model takes (max_input_tokens={MAX_INPUT_BYTES})",
+            message=("an input is longer than this model takes "
+                     f"(max_input_tokens={MAX_INPUT_BYTES})"),
         )
         return inputs, -tf.cast(lengths, tf.float32)
 
@@ -37,7 +38,8 @@ class ToyTranslator(tf.Module):
 
 
 def write_toy_export(export_dir, version):
-    """Writes the toy model as `<export_dir>/<version>/` (TF Serving's layout); returns that path."""
+    """Writes the toy model as `<export_dir>/<version>/` (TF Serving's layout); returns that
+    path."""
     module = ToyTranslator()
     path = os.path.join(str(export_dir), str(version))
     tf.saved_model.save(module, path, signatures={"serving_default": module.translate,

@@ -17,9 +17,9 @@ VOCAB_SIZE = 12
 
 
 def compiled_transformer(seed):
-    """transformer_tiny, compiled as TensorFlowTrainingRun compiles it, standing in for a trained model:
-    every weight (layer norms and biases too, which initialise to constants) and the optimizer
-    state (step counter, Adam moments) are drawn from `seed`."""
+    """transformer_tiny, compiled as TensorFlowTrainingRun compiles it, standing in for a
+    trained model: every weight (layer norms and biases too, which initialise to constants) and
+    the optimizer state (step counter, Adam moments) are drawn from `seed`."""
     registry.import_all()
     hparams = create_hparams("transformer_tiny")
     model = registry.models["transformer"](hparams, VOCAB_SIZE, VOCAB_SIZE).build_weights()

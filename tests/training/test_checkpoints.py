@@ -12,7 +12,8 @@ from t2t_repro.training.checkpoints import CheckpointManager, CheckpointSchedule
 
 
 def tiny_compiled_model(seed=0):
-    """A compiled Dense model whose optimizer's slots exist (as TensorFlowTrainingRun builds them)."""
+    """A compiled Dense model whose optimizer's slots exist (as TensorFlowTrainingRun builds
+    them)."""
     keras.utils.set_random_seed(seed)
     model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
     model.compile(optimizer=keras.optimizers.Adam(0.01), loss="mse")

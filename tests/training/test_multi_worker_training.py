@@ -75,7 +75,8 @@ def log_text(log_dir, name, index):
 
 # Worker i trains 2 updates of 2 micro-batches on the batches BATCHES[i]; one process on the
 # union of both workers' batches must end with the same weights.
-SHAPES = [[(2, 4, 3), (3, 6, 5), (1, 3, 2), (4, 5, 6)], [(5, 9, 8), (2, 3, 4), (3, 7, 7), (1, 2, 2)]]
+SHAPES = [[(2, 4, 3), (3, 6, 5), (1, 3, 2), (4, 5, 6)],
+          [(5, 9, 8), (2, 3, 4), (3, 7, 7), (1, 2, 2)]]
 WORKER_STEPS = textwrap.dedent(
     """
     import json, sys

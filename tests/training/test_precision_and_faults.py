@@ -1,4 +1,5 @@
-"""Mixed-precision training and non-finite updates, through TensorFlowTrainStep and TensorFlowTrainingRun.
+"""Mixed-precision training and non-finite updates, through TensorFlowTrainStep and
+TensorFlowTrainingRun.
 
 bfloat16 keeps float32's exponent and 8 significant bits: a tiny model's loss curve under
 `mixed_bfloat16` follows float32's closely. float16 has 11 bits but a small range, so its

@@ -1,5 +1,5 @@
-"""TensorFlowTrainStep's one loss definition: the mean over all non-padding target tokens of the global
-batch, however it is split over micro-batches and replicas.
+"""TensorFlowTrainStep's one loss definition: the mean over all non-padding target tokens of
+the global batch, however it is split over micro-batches and replicas.
 
 Each case trains the same tiny Transformer from the same weights twice: split, and on the union
 of the parts as one padded batch on one device. Adam's first moments after an update are

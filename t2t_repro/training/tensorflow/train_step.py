@@ -35,9 +35,10 @@ class TensorFlowTrainStep:
     Args:
         model: a compiled, built Keras model (its optimizer built too) created in
             `strategy.scope()`, whose call takes `project=False` (`Transformer.call`): the loss
-            projects its hidden states a chunk at a time. `model.optimizer` may be a `keras.optimizers.LossScaleOptimizer`
-            (float16 training): the loss is scaled, and a step whose gradients overflow is
-            skipped by it (the step counter does not advance) while the scale halves.
+            projects its hidden states a chunk at a time. `model.optimizer` may be a
+            `keras.optimizers.LossScaleOptimizer` (float16 training): the loss is scaled, and a
+            step whose gradients overflow is skipped by it (the step counter does not advance)
+            while the scale halves.
         strategy: the tf.distribute strategy the model was built under.
         smoothing: label smoothing ε of the loss.
         accumulation_steps: micro-batches per update (k ≥ 1).
