@@ -7,7 +7,8 @@ import pytest
 
 from t2t_repro.decoding.file_decoding import decode_output_line
 from t2t_repro.query import answer_line
-from t2t_repro.utils.text_lines import TextLinesError, read_lines
+from t2t_repro.serving.export import output_fields
+from t2t_repro.utils.text_lines import TextLinesError, output_field, read_lines
 
 # "\r\n" ends a line; a lone "\r" and U+2028 stay inside theirs; the last line has no "\n".
 AWKWARD = b"1 2\r3\n4\r\n5\xe2\x80\xa86\n7"
@@ -54,3 +55,13 @@ def test_an_output_with_a_line_break_or_tab_stays_one_line_with_its_fields(tmp_p
     assert best.split() == ["ein", "Mann"] and queried_best == best
     assert every.split("\t") == [best, "-1.5000", "zwei", "-2.2500"]
     assert queried_every == every
+
+
+def test_an_exported_model_writes_its_outputs_as_the_decoder_does():
+    """The export's in-graph replacement against `output_field` on the same texts: line breaks
+    and tabs become spaces; other separators, non-ASCII text and bytes that are not UTF-8
+    stay as they are."""
+    texts = ["ein\nMann", "a\r\nb\tc\r", "\x1d \u2028 Grüße", "", "\t"]
+    graph = [text.decode("utf-8") for text in output_fields(texts).numpy().tolist()]
+    assert graph == [output_field(text) for text in texts]
+    assert output_fields(["\xff\n".encode("latin-1")]).numpy().tolist() == [b"\xff "]

@@ -6,8 +6,10 @@ input limit checked, the cached beam search (`TransformerBeamSearch.graph_decode
 and TensorFlow Text only.
 
 Signatures, taking `inputs` tf.string [batch]:
-    serving_default  `outputs` tf.string [batch] (the best hypothesis), `scores` float32 [batch]
-    beams            `outputs` tf.string [batch, beam], `scores` float32 [batch, beam], best first
+    serving_default  `outputs` tf.string [batch] (the best hypothesis, each line break or tab
+                     in it a space, as the decoder writes it), `scores` float32 [batch]
+    beams            `outputs` tf.string [batch, beam] (written alike), `scores` float32
+                     [batch, beam], best first
 A score is log P / ((5 + length) / 6)^alpha, as the decoder's `return_beams` prints it. Empty and
 whitespace-only inputs give an empty output and score 0.
     score            also `targets` tf.string [batch]: `scores` float32 [batch], each target's
@@ -66,7 +68,7 @@ class TextToTextModule(tf.Module):
         ids = tf.concat([ids, tf.fill([ids.nrows(), 1], EOS_ID)], axis=1)
         with tf.control_dependencies([self._check_lengths(ids.row_lengths())]):
             ids, scores = self._search.graph_decode(ids.to_tensor())
-        texts = self.text.decode(ids)
+        texts = output_fields(self.text.decode(ids))
         return {"outputs": tf.where(blank[:, None], "", texts),
                 "scores": tf.where(blank[:, None], 0.0, scores)}
 
@@ -94,6 +96,12 @@ class TextToTextModule(tf.Module):
             (first, tf.gather(lengths, first)),
         )
         return tf.debugging.Assert(tf.logical_not(tf.reduce_any(too_long)), [message])
+
+
+def output_fields(texts):
+    """`utils.text_lines.output_field` in the graph: each line break or tab in a translation
+    a space, so that the export answers as the decoder writes its lines."""
+    return tf.strings.regex_replace(texts, r"[\n\r\t]", " ")
 
 
 def export_version(checkpoint_path):
