@@ -127,10 +127,14 @@ def one_line_error(result):
 
 
 def output_lines(stdout):
-    """A command's output lines, split at "\\n" only, as the project reads text files
-    (`utils.text_lines`): a translation may hold another separator, such as a byte-fallback
+    """A command's output lines, read by the project's one rule (`utils.text_lines`: a line
+    ends at "\\n" only): a translation may hold another separator, such as a byte-fallback
     piece <0x1D>, that `str.splitlines` would split at."""
-    return stdout.removesuffix("\n").split("\n") if stdout else []
+    import io
+
+    from t2t_repro.utils.text_lines import iter_lines
+
+    return list(iter_lines(io.BytesIO(stdout.encode("utf-8")), "stdout"))
 
 
 def run_module(module, *args, input=None):

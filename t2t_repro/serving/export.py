@@ -24,6 +24,7 @@ import time
 import tensorflow as tf
 
 from t2t_repro.utils.atomic_files import atomic_path
+from t2t_repro.utils.text_lines import FIELD_BREAKS
 from t2t_repro.decoding.scoring import graph_score
 from t2t_repro.decoding.text_decoding import create_search, input_limit
 from t2t_repro.names import EOS_ID
@@ -101,7 +102,7 @@ class TextToTextModule(tf.Module):
 def output_fields(texts):
     """`utils.text_lines.output_field` in the graph: each line break or tab in a translation
     a space, so that the export answers as the decoder writes its lines."""
-    return tf.strings.regex_replace(texts, r"[\n\r\t]", " ")
+    return tf.strings.regex_replace(texts, f"[{FIELD_BREAKS}]", " ")
 
 
 def export_version(checkpoint_path):

@@ -42,14 +42,15 @@ def read_lines(path):
 
 
 # What would break an output line apart: a line ending, and the tab between fields.
-_FIELD_BREAKS = str.maketrans({"\n": " ", "\r": " ", "\t": " "})
+FIELD_BREAKS = "\n\r\t"
+_AS_SPACES = str.maketrans(dict.fromkeys(FIELD_BREAKS, " "))
 
 
 def output_field(text):
     """`text` (a model's output) as one field of an output line: each line break or tab in it
     a space. A model can emit them (byte-fallback pieces such as <0x0A>, sampled or from an
     undertrained model), and one would give an input two output lines, or shift the fields."""
-    return text.translate(_FIELD_BREAKS)
+    return text.translate(_AS_SPACES)
 
 
 def beams_line(beams):
