@@ -1,13 +1,13 @@
 """Writing one position into the attention cache: the same values eagerly, in a TensorFlow
-graph (TensorFlow's in-place strided update), under XLA and inside a graph loop, as NumPy's
-assignment."""
+graph (TensorFlow's in-place strided update, the bytes moved as integers as wide as a head's
+row allows), under XLA and inside a graph loop, as NumPy's assignment."""
 
 import keras
 import numpy as np
 import pytest
 from keras import ops
 
-from t2t_repro.layers.cache_writes import write_position
+from t2t_repro.layers.cache_writes import elements_per_word, write_position
 
 pytestmark = pytest.mark.skipif(keras.backend.backend() != "tensorflow",
                                 reason="the TensorFlow graph path")
@@ -29,6 +29,12 @@ def arrays():
     return cache, new
 
 
+def test_a_heads_row_is_moved_as_the_widest_integers_that_divide_it():
+    assert [elements_per_word(4, depth) for depth in (64, 6, 5, None)] == [2, 2, 1, 1]
+    assert [elements_per_word(2, depth) for depth in (64, 6, 5)] == [4, 2, 1]
+    assert elements_per_word(8, 64) == 1
+
+
 @pytest.mark.parametrize("jit_compile", [None, False, True], ids=["eager", "graph", "xla"])
 @pytest.mark.parametrize("index", [0, 3, 4])
 def test_write_position_equals_numpy_assignment(arrays, jit_compile, index):
@@ -40,6 +46,23 @@ def test_write_position_equals_numpy_assignment(arrays, jit_compile, index):
     written = write(ops.convert_to_tensor(cache), ops.convert_to_tensor(index),
                     ops.convert_to_tensor(new))
     np.testing.assert_array_equal(ops.convert_to_numpy(written), _expected(cache, index, new))
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16", "float32"])
+@pytest.mark.parametrize("depth", [8, 6, 5])
+def test_a_graph_writes_heads_of_every_width_and_depth(dtype, depth):
+    """Depth 8 of bfloat16 goes as int64 words, 6 as int32, 5 element by element. The values
+    are small integers, exact in every dtype."""
+    import tensorflow as tf
+
+    rng = np.random.default_rng(1)
+    cache = rng.integers(-100, 100, SHAPE[:4] + (depth,)).astype(np.float32)
+    new = rng.integers(-100, 100, SHAPE[:3] + (depth,)).astype(np.float32)
+    written = tf.function(write_position)(ops.cast(cache, dtype), ops.convert_to_tensor(3),
+                                          ops.cast(new, dtype))
+    assert written.dtype == dtype
+    np.testing.assert_array_equal(ops.convert_to_numpy(ops.cast(written, "float32")),
+                                  _expected(cache, 3, new))
 
 
 @pytest.mark.parametrize("jit_compile", [False, True], ids=["graph", "xla"])
