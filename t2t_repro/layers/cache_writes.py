@@ -19,8 +19,6 @@ from keras import ops
 
 from t2t_repro.layers.tensorflow_graph import tensorflow_graph_outside_xla
 
-_INTEGER_OF_BYTES = {8: "int64", 4: "int32", 2: "int16"}
-
 
 def write_position(cache, index, new):
     """`cache` [batch, heads, beam, length, d] with `new` [batch, heads, beam, d] at `index`
@@ -35,12 +33,14 @@ def write_position(cache, index, new):
     words = shape[4] // per_word  # of one position of one head
     # As rows of length·words values the write is one contiguous run per row, which TensorFlow's
     # kernel copies about twice as fast as the 5-D slice.
-    rows = _as_words(tf.reshape(cache, [-1, shape[3] * shape[4]]), per_word)
+    rows = _as_words(cache, [-1, shape[3] * words], per_word)
     written = tf.raw_ops.TensorStridedSliceUpdate(
         input=rows, begin=tf.stack([0, index * words]),
         end=tf.stack([tf.shape(rows)[0], (index + 1) * words]), strides=[1, 1],
-        value=_as_words(tf.reshape(new, [-1, shape[4]]), per_word))
-    return tf.reshape(_from_words(written, cache.dtype), shape)
+        value=_as_words(new, [-1, words], per_word))
+    if per_word > 1:
+        written = tf.bitcast(written, cache.dtype)
+    return tf.reshape(written, shape)
 
 
 def elements_per_word(element_bytes, depth):
@@ -53,20 +53,12 @@ def elements_per_word(element_bytes, depth):
     return 1
 
 
-def _as_words(rows, per_word):
-    """`rows` [n, m·per_word] as integers [n, m] of `per_word` elements' width each."""
+def _as_words(x, shape, per_word):
+    """`x` reshaped to `shape`, counted in integers of `per_word` elements each (a bitcast, no
+    copy); `x` itself reshaped when a word is one element."""
+    import tensorflow as tf
+
     if per_word == 1:
-        return rows
-    import tensorflow as tf
-
-    integer = _INTEGER_OF_BYTES[rows.dtype.size * per_word]
-    return tf.bitcast(tf.reshape(rows, [tf.shape(rows)[0], -1, per_word]), integer)
-
-
-def _from_words(words, dtype):
-    """The inverse of `_as_words`: [n, m] integers as [n, m·per_word] elements of `dtype`."""
-    if words.dtype == dtype:
-        return words
-    import tensorflow as tf
-
-    return tf.reshape(tf.bitcast(words, dtype), [tf.shape(words)[0], -1])
+        return tf.reshape(x, shape)
+    words = tf.reshape(x, [*shape, per_word])
+    return tf.bitcast(words, f"int{8 * x.dtype.size * per_word}")
