@@ -33,6 +33,19 @@ def test_an_entry_point_prints_only_its_own_message(tmp_path):
     assert result.stderr.strip() == f"error: No checkpoints (ckpt-<step>.weights.h5) in {tmp_path}."
 
 
+def test_a_benchmarked_decoders_own_process_starts_quietly(tmp_path, capfd):
+    """`bench decode` runs our decoder in a spawned process of its own, which imports
+    TensorFlow as the commands do; here it then fails on an empty work folder."""
+    from t2t_repro.bench.decode import Contender, decode_in_own_process
+    from t2t_repro.data.problem import ProblemDataError
+
+    with pytest.raises(ProblemDataError, match="No translate_ende data"):
+        decode_in_own_process(Contender("t2t_repro"), str(tmp_path), [])
+    stderr = capfd.readouterr().err
+    for noise in ("absl::InitializeLog", "cudart_stub", "cuInit"):
+        assert noise not in stderr
+
+
 def test_other_lines_written_to_file_descriptor_2_meanwhile_still_show():
     code = (
         "import os\n"

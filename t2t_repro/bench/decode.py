@@ -133,6 +133,9 @@ def _decode(contender, work, batches):
             tokens = f.read().split("\n")
         return ctranslate2_decode(os.path.join(work, f"ct2_{contender.precision}"), tokens,
                                   batches)
+    from t2t_repro.cli import quiet_tensorflow
+
+    quiet_tensorflow.import_tensorflow()  # a fresh process: before anything imports it
     from t2t_repro.decoding.precision import model_in_precision
     from t2t_repro.decoding.transformer_search import TransformerBeamSearch
 
