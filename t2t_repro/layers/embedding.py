@@ -43,6 +43,11 @@ class SharedEmbedding(keras.layers.Layer):
             shape=(self.vocab_size, self.hidden_size),
             initializer=keras.initializers.RandomNormal(stddev=self.hidden_size**-0.5),
             name="embeddings",
+            # Read as stored, not cast to a mixed policy's compute dtype: the lookup's gradient
+            # is a scatter-add into the whole matrix, which in bfloat16 rounds every addition
+            # and took 13.6 ms of a 70 ms transformer_base step on an H200 (0.55 ms in
+            # float32). `call` casts the gathered rows instead.
+            autocast=False,
         )
 
     def call(self, ids):
@@ -50,6 +55,7 @@ class SharedEmbedding(keras.layers.Layer):
             self.build()
         ids = ops.cast(ids, "int32")
         embedded = ops.take(self.embeddings, ids, axis=0) * math.sqrt(self.hidden_size)
+        embedded = ops.cast(embedded, self.compute_dtype)
         if self.zero_pad:
             embedded = embedded * ops.cast(ops.expand_dims(ids != PAD_ID, -1), embedded.dtype)
         return embedded

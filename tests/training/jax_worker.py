@@ -15,21 +15,27 @@ union (`union_*`). From that checkpoint's weights this writes to OUTPUT_DIR/resu
 - packed_*: after one update on the union's pairs packed into rows (`packed_*` in CASES.npz,
   the keys of `pair_packing.PACKED_KEYS`);
 - ynnpack_fusions: how many YNNPACK fusions XLA compiles into the step's update on the union,
-  as the train step jits it (`compiler_options`) and as a plain `jax.jit` would.
+  as the train step jits it (`compiler_options`) and as a plain `jax.jit` would;
+- embedding_gradient: the gradient of Σ embed(`embedding_ids`) · `embedding_weights` with
+  respect to the matrix of a mixed_bfloat16 `SharedEmbedding` of `embedding_shape`, and
+  embedding_scatter_types: the element types of the scatters that gradient's program holds.
 """
 
 import os
+import re
 import sys
 
 os.environ["KERAS_BACKEND"] = "jax"
 os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=2"
 import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
 from step_cases import new_model  # noqa: E402
 from tensorflow_modules import exit_if_tensorflow_was_imported  # noqa: E402
 from t2t_repro.hparams import create_hparams  # noqa: E402
+from t2t_repro.layers import SharedEmbedding  # noqa: E402
 from t2t_repro.training.jax.run import data_parallel_placement  # noqa: E402
 from t2t_repro.training.jax.train_step import JaxTrainStep  # noqa: E402
 
@@ -58,6 +64,24 @@ def ynnpack_fusions(step, model, batch):
                  [v.value for v in model.optimizer.variables], None, batch, np.float32(1))
     return [jitted.lower(*arguments).compile().as_text().count("__ynn_fusion")
             for jitted in (step._update, jax.jit(step._apply_update))]
+
+
+def mixed_precision_embedding_gradient(shape, ids, weights):
+    """(d/dE of Σ embed(ids) · weights for a mixed_bfloat16 SharedEmbedding with matrix E, the
+    element types of the scatters in that gradient's HLO before XLA optimises it: what the
+    program asks for, which XLA on a CPU computes in float32 whatever it is)."""
+    layer = SharedEmbedding(*shape, dtype="mixed_bfloat16")
+    layer.build()
+
+    def weighted_sum(matrix):
+        with keras.StatelessScope(state_mapping=[(layer.embeddings, matrix)]):
+            embedded = layer(ids)  # through __call__, which casts variables for the policy
+        return jnp.sum(embedded.astype("float32") * weights)
+
+    gradient = jax.jit(jax.grad(weighted_sum))
+    hlo = gradient.lower(layer.embeddings.value).as_text(dialect="hlo")
+    scatter_types = re.findall(r"= (\w+)\[[\d,]*\](?:\{[\d,]*\})? scatter\(", hlo)
+    return np.asarray(gradient(layer.embeddings.value)), np.array(scatter_types)
 
 
 def restored_model():
@@ -94,6 +118,10 @@ results.update({f"two_devices_weight_{i}": w for i, w in enumerate(weights)})
 loss, weights = one_update(restored_model(), [batch(cases, "packed")])
 results["packed_loss"] = loss
 results.update({f"packed_weight_{i}": w for i, w in enumerate(weights)})
+
+results["embedding_gradient"], results["embedding_scatter_types"] = (
+    mixed_precision_embedding_gradient(
+        tuple(cases["embedding_shape"]), cases["embedding_ids"], cases["embedding_weights"]))
 
 np.savez(os.path.join(output_dir, "results.npz"), **results)
 exit_if_tensorflow_was_imported()

@@ -27,6 +27,18 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO_ROOT = os.path.dirname(os.path.dirname(HERE))
 
 
+def bfloat16_values(shape, seed):
+    """Random normals rounded to bfloat16, as float32: exact in either dtype."""
+    values = np.random.default_rng(seed).standard_normal(shape).astype("float32")
+    return (values.view(np.uint32) & 0xFFFF0000).view(np.float32)
+
+
+# 2,000 lookups of 7 rows: each row's gradient sums ~290 of them.
+EMBEDDING_CASE = {"embedding_shape": np.array([7, 16]),
+                  "embedding_ids": np.random.default_rng(1).integers(0, 7, (4, 500)),
+                  "embedding_weights": bfloat16_values((4, 500, 16), seed=2)}
+
+
 def jax_environment():
     return dict(os.environ, KERAS_BACKEND="jax", PYTHONPATH=os.pathsep.join([HERE, REPO_ROOT]),
                 TF_CPP_MIN_LOG_LEVEL="2")
@@ -65,7 +77,7 @@ def jax_results(tmp_path_factory):
               (("a", parts[0]), ("b", parts[1]), ("union", whole), ("packed", packed))
               for key, value in features.items()}
     np.savez(directory / "cases.npz", checkpoint=checkpoint, hparams=HPARAMS,
-             clip_norm=CLIP_NORM, **arrays)
+             clip_norm=CLIP_NORM, **arrays, **EMBEDDING_CASE)
     result = subprocess.run(
         [sys.executable, os.path.join(HERE, "jax_worker.py"), str(directory / "cases.npz"),
          str(directory)], capture_output=True, text=True, env=jax_environment(),
@@ -147,6 +159,24 @@ def test_two_clipped_micro_batches_under_jax_equal_one_clipped_tensorflow_step(j
     assert largest_difference(model.get_weights(), weights_of(results, "accumulated")) < TOLERANCE
     unclipped = weights_of(results, "one_step")
     assert largest_difference(model.get_weights(), unclipped) > 100 * TOLERANCE
+
+
+def test_a_mixed_precision_embedding_gradient_sums_in_float32_under_jax(jax_results):
+    """Under mixed_bfloat16 the lookup gathers rows of the float32 matrix and casts them, so its
+    gradient, a scatter-add of every position's gradient into its row, is a float32 one:
+    gathering from the bfloat16-cast matrix made it a bfloat16 scatter-add, which on a GPU
+    rounds every addition and was 25x slower (docs/jax_and_gpus.md). XLA on a CPU computes
+    either in float32, so the program's scatter type is checked, and the values against
+    NumPy's float64 sums (each row sums ~290 terms)."""
+    results = jax_results["results"]
+    assert list(results["embedding_scatter_types"]) == ["f32"]
+    ids, weights = EMBEDDING_CASE["embedding_ids"], EMBEDDING_CASE["embedding_weights"]
+    vocab_size, hidden_size = EMBEDDING_CASE["embedding_shape"]
+    expected = np.zeros((vocab_size, hidden_size))
+    np.add.at(expected, ids.ravel(), weights.reshape(-1, hidden_size) * np.sqrt(hidden_size))
+    gradient = results["embedding_gradient"]
+    assert gradient.dtype == np.float32
+    assert np.abs(gradient - expected).max() < 1e-6 * np.abs(expected).max()
 
 
 def test_tensorflow_reads_a_jax_checkpoint_with_identical_logits(jax_results):
