@@ -3,7 +3,7 @@
     KERAS_BACKEND=jax python -m t2t_repro.bench train --backend=jax [--batch_tokens 25000]
         [--hparams_sets transformer_base,transformer_big] [--dtypes float32,mixed_bfloat16]
         [--steps 10] [--warmup 3] [--peak_tflops P] [--torch_eager] [--skip_peer]
-        [--variants "fused_attention=true;..."] [--decode_sentences 500]
+        [--variants "fused_attention=true;..."] [--decode_sentences 500] [--profile_dir DIR]
 
 Needs jax, keras, numpy and sentencepiece (no TensorFlow). In one run, on JAX's default device
 (a GPU when there is one):
@@ -22,7 +22,10 @@ Needs jax, keras, numpy and sentencepiece (no TensorFlow). In one run, on JAX's 
      beside the process's peak resident (host) memory. Each of `--variants` (hparams
      overrides, e.g. `fused_attention=true`) is then our step once more, in a process of its
      own, beside our plain step: one lever at a time.
-  3. optionally (`--decode_sentences`) beam-search decoding speed of transformer_base with
+  3. optionally (`--profile_dir`) each of our steps traced for `--profile_steps` more steps
+     with `jax.profiler` into a folder of DIR, and the device's kernel time by kind printed
+     (`kernel_profile`);
+  4. optionally (`--decode_sentences`) beam-search decoding speed of transformer_base with
      random weights under JAX: `bench decode`'s protocol (beam 4, batches of 32, forced
      lengths), our decoder only.
 Reported: real target tokens per second, model TFLOP/s (matmul FLOPs of the batch's real
@@ -34,12 +37,15 @@ GPUs; `--peak_tflops` replaces it for every dtype).
 import argparse
 import importlib.util
 import itertools
+import os
+import re
 import tempfile
 import time
 import typing
 
 import numpy as np
 
+from t2t_repro.bench import kernel_profile
 from t2t_repro.bench.newstest import encode_with_shared_vocabulary, newstest2014
 from t2t_repro.bench.peak_memory import peak_bytes, reset_peak, run_in_own_process
 from t2t_repro.bench.pipeline import DEFAULT_DATA_ROOT
@@ -65,17 +71,24 @@ def our_jax_step(hparams, vocab_size, inputs, targets):
 
 
 def measure_contender(name, hparams, vocab_size, inputs, targets, warmup, steps, peak_tflops,
-                      peer_device="cpu"):
+                      peer_device="cpu", profile=None):
     """What contender `name` (OURS or `peer_name`'s) runs in its own process: `(median step
     seconds, OurDevice or None)`. The peer runs on `peer_device`, which our process found
     (`OurDevice.torch_device`): the peer's process never starts JAX, whose GPU client would
-    take most of the GPU's memory, which the peer needs."""
+    take most of the GPU's memory, which the peer needs. `profile`: `(label, folder, steps)`
+    to trace that many more of our steps into the folder and print where the device's time
+    went."""
     if name != OURS:
         step = _torch_peer_step(name, hparams, vocab_size, inputs, targets, peer_device)
         return median_step_seconds(step, warmup, steps), None
     step, _ = our_jax_step(hparams, vocab_size, inputs, targets)
-    return (median_step_seconds(step, warmup, steps),
-            our_device(hparams.dtype_policy, peak_tflops))
+    seconds = median_step_seconds(step, warmup, steps)
+    if profile:
+        label, folder, profile_steps = profile
+        trace = kernel_profile.trace_steps(step, profile_steps, folder)
+        print(kernel_profile.format_device_time(
+            label, kernel_profile.device_time(trace, profile_steps)), flush=True)
+    return seconds, our_device(hparams.dtype_policy, peak_tflops)
 
 
 class OurDevice(typing.NamedTuple):
@@ -123,7 +136,18 @@ def main(argv):
                              "beside the plain one, e.g. 'fused_attention=true'")
     parser.add_argument("--decode_sentences", type=int, default=0,
                         help="also decode this many newstest2014 sentences (0: none)")
+    parser.add_argument("--profile_dir", default="",
+                        help="trace each of our steps into a folder of this one (jax.profiler) "
+                             "and print the device's kernel time by kind (the trace's host "
+                             "memory counts in our peak)")
+    parser.add_argument("--profile_steps", type=int, default=3, help="steps each trace holds")
     args = parser.parse_args(argv)
+
+    def profile(label):
+        if not args.profile_dir:
+            return None
+        folder = os.path.join(args.profile_dir, re.sub(r"[^A-Za-z0-9_.-]+", "_", label))
+        return label, folder, args.profile_steps
 
     from t2t_repro.hparams import create_hparams
     from t2t_repro.models.flops import training_flops
@@ -147,7 +171,7 @@ def main(argv):
                 filter(None, [f"dtype_policy={dtype}", args.hparams])))
             measured = {OURS: run_in_own_process(
                 measure_contender, OURS, hparams, vocab_size, inputs, targets, args.warmup,
-                args.steps, args.peak_tflops)}
+                args.steps, args.peak_tflops, "cpu", profile(f"{set_name} {dtype}"))}
             (_, (device, peak, torch_device)), _ = measured[OURS]
             if peer:
                 measured[peer] = run_in_own_process(
@@ -161,7 +185,8 @@ def main(argv):
                     filter(None, [f"dtype_policy={dtype}", args.hparams, variant])))
                 changed = run_in_own_process(
                     measure_contender, OURS, variant_hparams, vocab_size, inputs, targets,
-                    args.warmup, args.steps, args.peak_tflops)
+                    args.warmup, args.steps, args.peak_tflops, "cpu",
+                    profile(f"{set_name} {dtype} {variant}"))
                 rows += _variant_rows(f"{set_name} {dtype} {variant}", changed, measured[OURS],
                                       tokens, flops, peak)
     if args.decode_sentences:
