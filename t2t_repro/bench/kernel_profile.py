@@ -16,7 +16,7 @@ import json
 import os
 import typing
 
-# Kinds in report order; a kernel's kind is the first whose markers its name contains.
+# A kernel's kind is the first here whose markers its name contains (lower-cased).
 KIND_MARKERS = (
     ("matmul", ("gemm", "nvjet", "cutlass", "xmma", "cublas")),
     ("attention (cuDNN)", ("fmha", "cudnn")),
