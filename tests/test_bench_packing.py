@@ -1,5 +1,6 @@
 """`bench packing` times full batches: an epoch's partial batches (rows without a pair) are
-left out of the timed steps, on hand-made batches and on real packed and bucketed epochs."""
+left out of the timed steps, on hand-made batches and on real packed and bucketed epochs; its
+table gives the padding of the epoch and of the timed batches."""
 
 import numpy as np
 
@@ -36,3 +37,40 @@ def test_the_timed_batches_of_real_epochs_are_their_full_ones():
         expected = [b for i, b in enumerate(batches) if i not in partial]
         assert len(chosen) == len(batches) - len(partial)
         assert all(np.array_equal(c[1], e[1]) for c, e in zip(chosen, expected))
+
+
+def test_the_table_gives_the_padding_of_the_epoch_and_of_the_timed_batches(shared_data_dir,
+                                                                           capsys):
+    """`bench packing` without training (`--backends=`) on newstest2014 at 25,000 tokens: each
+    padding row's two figures are the share of zero ids among the packed and the bucketed
+    batches' positions, over the epoch and over its first 3 full batches, counted here."""
+    import tempfile
+
+    from t2t_repro.bench.newstest import encode_with_shared_vocabulary, newstest2014
+    from t2t_repro.bench.packing import main
+
+    main([f"--data_root={shared_data_dir}", "--backends=", "--batch_tokens=25000",
+          "--steps=3"])
+    table = capsys.readouterr().out
+    with tempfile.TemporaryDirectory() as work:
+        sources = newstest2014(shared_data_dir, "en")
+        encoded, _ = encode_with_shared_vocabulary(
+            shared_data_dir, work, sources + newstest2014(shared_data_dir, "de"))
+    pairs = list(zip(encoded[: len(sources)], encoded[len(sources):]))
+
+    def percent_padding(batches, key):
+        ids = [features[key] for features, _ in batches]
+        return 100 * sum(int((a == 0).sum()) for a in ids) / sum(a.size for a in ids)
+
+    for bucketing in ("bucketed", "bucketed to fixed shapes"):
+        epochs = {name: epoch_batches(pairs, name, 25000) for name in ("packed", bucketing)}
+        for which, chosen in (("", lambda b: b), (" in the first 3 full batches",
+                                                   lambda b: timed_batches(b, 3))):
+            for side, key in (("source", "inputs"), ("target", "targets")):
+                label = f"25000 tokens: {side} padding{which}, {bucketing} "
+                row = next(line for line in table.splitlines() if line.startswith(label))
+                figures = [float(x) for x in row[len(label):].split()
+                           if x.replace(".", "").isdigit()]
+                assert figures == [
+                    round(percent_padding(chosen(epochs[name]), key), 2)
+                    for name in ("packed", bucketing)], row

@@ -8,7 +8,8 @@ vocabulary (as `bench train`), batched at `--batch_tokens` padded tokens with
 `hparams.max_length` 256 in three ways: bucketed as the TensorFlow pipeline batches
 (`ArrayBatches`, each batch padded to its longest pair), bucketed to the JAX trainer's bucket
 shapes (`fixed_shapes`), and packed (`PackedBatches`, rows of 256). Reported for each: the
-fraction of source and target positions that are padding over the whole epoch, and for every
+fraction of source and target positions that are padding over the whole epoch and over the
+batches that are timed, and for every
 backend the real target tokens per second of transformer_base training steps on the epoch's
 first `--steps` full batches (`timed_batches`), after one untimed step on a batch of each shape
 among them and `--warmup` more, each backend and batching in a process of its own with its
@@ -138,13 +139,17 @@ def main(argv):
     pairs = list(zip(encoded[: len(sources)], encoded[len(sources):]))
     rows = []
     for budget in map(int, args.batch_tokens.split(",")):
-        padding = {batching: padding_fractions(epoch_batches(pairs, batching, budget))
-                   for batching in BATCHINGS}
-        for batching in BATCHINGS[:2]:
-            for side, index in (("source", 0), ("target", 1)):
-                rows.append((f"{budget} tokens: {side} padding, {batching}",
-                             100 * padding["packed"][index], "% packed", batching,
-                             100 * padding[batching][index]))
+        epochs = {batching: epoch_batches(pairs, batching, budget) for batching in BATCHINGS}
+        for which, chosen in (("", lambda batches: batches),
+                              (f" in the first {args.steps} full batches",
+                               lambda batches: timed_batches(batches, args.steps))):
+            padding = {batching: padding_fractions(chosen(batches))
+                       for batching, batches in epochs.items()}
+            for batching in BATCHINGS[:2]:
+                for side, index in (("source", 0), ("target", 1)):
+                    rows.append((f"{budget} tokens: {side} padding{which}, {batching}",
+                                 100 * padding["packed"][index], "% packed", batching,
+                                 100 * padding[batching][index]))
         for backend in filter(None, args.backends.split(",")):
             bucketed = BACKEND_BATCHING[backend]
             figures = {batching: measure(backend, pairs, batching, budget, args.steps,
@@ -157,7 +162,8 @@ def main(argv):
 
     model = f"transformer_base ({args.hparams})" if args.hparams else "transformer_base"
     title = (f"Packed rows beside length-bucketed batches: newstest2014 ({len(pairs)} pairs, "
-             f"37,000-piece vocabulary), max_length {MAX_LENGTH}; padding over one epoch; "
+             f"37,000-piece vocabulary), max_length {MAX_LENGTH}; padding over one epoch and "
+             f"over the timed batches; "
              f"{model} training steps on the epoch's first {args.steps} full batches, each "
              f"backend and batching in a process of its own (peak memory: its peak resident "
              f"size)")
