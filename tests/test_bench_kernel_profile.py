@@ -71,4 +71,12 @@ def test_a_real_trace_of_jitted_steps_on_a_cpu_holds_no_device_kernels(tmp_path)
     trace = trace_steps(step, 2, str(tmp_path))
     assert len(calls) == 2 and trace.endswith("perfetto_trace.json.gz")
     assert device_time(trace, 2) is None
+
+
+def test_a_device_without_kernels_in_the_trace_gives_none(tmp_path):
+    path = tmp_path / "perfetto_trace.json.gz"
+    with gzip.open(path, "wt") as trace:
+        json.dump([{"ph": "M", "name": "process_name", "pid": 2,
+                    "args": {"name": "/device:GPU:0"}}], trace)
+    assert device_time(str(path), steps=1) is None
     assert "no device kernels" in format_device_time("tiny", None)

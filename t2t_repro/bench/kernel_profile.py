@@ -37,12 +37,16 @@ def kernel_kind(name):
 
 
 class DeviceTime(typing.NamedTuple):
-    """Milliseconds per step on one device: `by_kind` {kind: kernel time}, `kernels` (their
-    sum) and `span` (first kernel's start to last kernel's end)."""
+    """Milliseconds per step on one device: `by_kind` {kind: kernel time} and `span` (first
+    kernel's start to last kernel's end)."""
     device: str
     by_kind: dict
-    kernels: float
     span: float
+
+    @property
+    def kernels(self):
+        """All kernels' time."""
+        return sum(self.by_kind.values())
 
     @property
     def idle(self):
@@ -65,7 +69,7 @@ def trace_steps(step, steps, directory):
 
 def device_time(trace_path, steps):
     """`DeviceTime` of the first device (by name) in the Perfetto trace at `trace_path`, divided
-    over `steps`; None when the trace has no device events."""
+    over `steps`; None when the trace has no device kernels."""
     with gzip.open(trace_path, "rt") as trace:
         events = json.load(trace)
     events = events["traceEvents"] if isinstance(events, dict) else events
@@ -76,11 +80,13 @@ def device_time(trace_path, steps):
         return None
     kernels = [event for event in events if event.get("ph") == "X"
                and processes.get(event["pid"]) == devices[0]]
+    if not kernels:
+        return None
     by_kind = collections.Counter()
     for kernel in kernels:
         by_kind[kernel_kind(kernel["name"])] += kernel["dur"] / 1e3 / steps
     span = (max(k["ts"] + k["dur"] for k in kernels) - min(k["ts"] for k in kernels)) / 1e3
-    return DeviceTime(devices[0], dict(by_kind), sum(by_kind.values()), span / steps)
+    return DeviceTime(devices[0], dict(by_kind), span / steps)
 
 
 def format_device_time(label, timed):

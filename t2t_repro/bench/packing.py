@@ -9,11 +9,10 @@ vocabulary (as `bench train`), batched at `--batch_tokens` padded tokens with
 (`ArrayBatches`, each batch padded to its longest pair), bucketed to the JAX trainer's bucket
 shapes (`fixed_shapes`), and packed (`PackedBatches`, rows of 256). Reported for each: the
 fraction of source and target positions that are padding over the whole epoch and over the
-batches that are timed, and for every
-backend the real target tokens per second of transformer_base training steps on the epoch's
-first `--steps` full batches (`timed_batches`), after one untimed step on a batch of each shape
-among them and `--warmup` more, each backend and batching in a process of its own with its
-peak memory.
+timed batches, and for every backend the real target tokens per second of transformer_base
+training steps on the epoch's first `--steps` full batches (`timed_batches`), after one untimed
+step on a batch of each shape among them and `--warmup` more, each backend and batching in a
+process of its own with its peak memory.
 """
 
 import argparse
