@@ -40,6 +40,7 @@ BACKEND_AGNOSTIC = {
     "t2t_repro.layers.head_transpose",
     "t2t_repro.layers.masks",
     "t2t_repro.layers.positional",
+    "t2t_repro.layers.row_gathers",
     "t2t_repro.layers.tensorflow_graph",
     "t2t_repro.layers.transformer_layers",
     "t2t_repro.models",

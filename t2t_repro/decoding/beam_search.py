@@ -36,6 +36,7 @@ from keras import ops
 from t2t_repro.decoding.compiled import compile_for_backend
 from t2t_repro.decoding.sampling import step_seed
 from t2t_repro.decoding.logit_reductions import log_normaliser, top_k
+from t2t_repro.layers.row_gathers import flat_rows, take_rows
 from t2t_repro.names import EOS_ID, PAD_ID
 
 # Finite, so that sums and ratios of "impossible" scores never produce NaN.
@@ -45,8 +46,7 @@ NEG_INF = -1e9
 def reorder_rows(state, parent_beams):
     """Beam search's default state reordering: every tensor's rows [batch·beam, ...] taken
     from hypothesis `parent_beams` [batch, beam] of the same sentence."""
-    batch_size, beam = ops.shape(parent_beams)[0], ops.shape(parent_beams)[1]
-    rows = ops.reshape(parent_beams + ops.expand_dims(ops.arange(batch_size) * beam, 1), (-1,))
+    rows = flat_rows(parent_beams, ops.shape(parent_beams)[1])
     return keras.tree.map_structure(lambda tensor: ops.take(tensor, rows, axis=0), state)
 
 
@@ -231,12 +231,10 @@ class BeamSearch:
                            keepdims=True)
         slots = ops.expand_dims(ops.arange(beam, dtype="int32"), 0)
         taken = ops.where(slots < finished, slots, beam + slots - finished)
-        scores = ops.take_along_axis(
-            ops.concatenate([search["finished_scores"], search["cut_scores"]], axis=1), taken,
-            axis=1)
-        ids = ops.take_along_axis(
-            ops.concatenate([search["finished_seq"], search["cut_seq"]], axis=1),
-            ops.expand_dims(taken, 2), axis=1)
+        scores = take_rows(
+            ops.concatenate([search["finished_scores"], search["cut_scores"]], axis=1), taken)
+        ids = take_rows(ops.concatenate([search["finished_seq"], search["cut_seq"]], axis=1),
+                        taken)
         return ids[:, :, 1:], scores
 
     def initial_search(self, batch_size, length):
@@ -272,10 +270,10 @@ class BeamSearch:
             best_log_probs, (batch_size, beam, per_hypothesis))
         top_log_probs, top_indices = ops.top_k(ops.reshape(candidates, (batch_size, -1)), width)
         top_beams = top_indices // per_hypothesis
-        top_ids = ops.take_along_axis(
+        top_ids = take_rows(
             ops.reshape(ops.cast(best_ids, "int32"), (batch_size, beam * per_hypothesis)),
-            top_indices, axis=1)
-        top_seq = ops.take_along_axis(alive_seq, ops.expand_dims(top_beams, 2), axis=1)
+            top_indices)
+        top_seq = take_rows(alive_seq, top_beams)
         written = ops.arange(sequence_width) == position + 1
         top_seq = ops.where(written, ops.expand_dims(top_ids, 2), top_seq)
 
@@ -287,8 +285,8 @@ class BeamSearch:
         real = top_log_probs > NEG_INF / 2
 
         alive_log_probs, keep = ops.top_k(ops.where(ends, NEG_INF, top_log_probs), beam)
-        alive_seq = ops.take_along_axis(top_seq, ops.expand_dims(keep, 2), axis=1)
-        state = self.reorder_state(state, ops.take_along_axis(top_beams, keep, axis=1))
+        alive_seq = take_rows(top_seq, keep)
+        state = self.reorder_state(state, take_rows(top_beams, keep))
 
         # A sentence already done takes no new finished hypotheses.
         newly_finished = ends & real & ops.expand_dims(~search["done"], 1)
@@ -298,11 +296,8 @@ class BeamSearch:
         finished_scores, keep = ops.top_k(
             ops.concatenate([search["finished_scores"], new_scores], axis=1), beam
         )
-        finished_seq = ops.take_along_axis(
-            ops.concatenate([search["finished_seq"], top_seq], axis=1),
-            ops.expand_dims(keep, 2),
-            axis=1,
-        )
+        finished_seq = take_rows(ops.concatenate([search["finished_seq"], top_seq], axis=1),
+                                 keep)
 
         # The live hypotheses of a sentence reaching its maximum length are cut there.
         cut_now = ops.expand_dims(~search["done"] & (length == max_lengths), 1)
@@ -349,7 +344,7 @@ class BeamSearch:
         if self.sampler is not None:
             ids = ops.expand_dims(
                 self.sampler.sample(logits, step_seed(constants["seed"], position)), 1)
-            chosen = ops.take_along_axis(logits, ids, axis=1)
+            chosen = take_rows(logits, ids)
         else:
             # At most `beam` of the 2·beam end in EOS, so at least `beam` stay alive. Beam 1
             # is greedy search: the argmax alone continues or ends. A tiny vocabulary may

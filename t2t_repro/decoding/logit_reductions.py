@@ -3,6 +3,8 @@ as wide as the vocabulary: its few largest entries, and its log-normaliser."""
 
 from keras import ops
 
+from t2t_repro.layers.row_gathers import flat_rows
+
 # Rows narrower than this go to `ops.top_k` as they are: blocks pay only on wide rows.
 MIN_WIDTH_FOR_BLOCKS = 2048
 BLOCK_WIDTH = 128
@@ -33,8 +35,7 @@ def top_k(x, k):
     entries = ops.reshape(x, (-1, block))  # row r's blocks are rows r·blocks ... of these
     maxima = ops.reshape(ops.max(entries, axis=-1), (rows, blocks))
     chosen = ops.sort(ops.top_k(maxima, k)[1], axis=-1)  # [rows, k] block numbers, in order
-    first_block = ops.expand_dims(ops.arange(rows, dtype=chosen.dtype) * blocks, 1)
-    candidates = ops.take(entries, ops.reshape(chosen + first_block, (-1,)), axis=0)
+    candidates = ops.take(entries, flat_rows(chosen, blocks), axis=0)
     values, places = ops.top_k(ops.reshape(candidates, (rows, k * block)), k)
     block_of_place = ops.take_along_axis(chosen, places // block, axis=1)
     return values, block_of_place * block + places % block

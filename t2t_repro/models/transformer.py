@@ -16,6 +16,7 @@ from t2t_repro.layers import (
 )
 from t2t_repro.layers.feed_forward import FFN_ACTIVATIONS
 from t2t_repro.layers.positional import SINUSOID_LAYOUTS
+from t2t_repro.layers.row_gathers import take_rows
 from t2t_repro.layers.transformer_layers import cached_positions
 
 POSITION_ENCODINGS = ("sinusoidal", "learned")
@@ -408,9 +409,8 @@ class Transformer(keras.Model):
     def reorder_decode_cache(cache, parent_beams):
         """The cache after beam search keeps, as hypothesis i of each sentence, the extension
         of its hypothesis `parent_beams[b, i]` ([batch, beam] int32): only `slots` moves."""
-        parents = ops.expand_dims(ops.cast(parent_beams, "int32"), 2)
         return {"keys_values": cache["keys_values"],
-                "slots": ops.take_along_axis(cache["slots"], parents, axis=1)}
+                "slots": take_rows(cache["slots"], ops.cast(parent_beams, "int32"))}
 
     def decode_step(self, ids, position, cache, memory_key_values, memory_mask,
                     output_projection=None):

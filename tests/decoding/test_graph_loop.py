@@ -21,6 +21,8 @@ from test_beam_search import (
 
 from t2t_repro.decoding.beam_search import BeamSearch
 from t2t_repro.decoding.transformer_search import TransformerBeamSearch
+from t2t_repro.hparams import create_hparams
+from t2t_repro.models.transformer import Transformer
 
 pytestmark = pytest.mark.filterwarnings("ignore:You are using a softmax over axis -1")
 
@@ -98,3 +100,19 @@ def test_graph_decode_with_unknown_shapes_equals_the_host_call(overrides):
     np.testing.assert_array_equal(ids[:, :, : expected.ids.shape[2]], expected.ids)
     assert not ids[:, :, expected.ids.shape[2]:].any()
     np.testing.assert_allclose(ops.convert_to_numpy(scores), expected.scores, atol=1e-5)
+
+
+def test_the_search_graph_transposes_no_integers():
+    """On a CPU without AVX-512 TensorFlow's oneDNN rewrite logs an error line ("oneDNN
+    supports DT_INT64 only on platforms with AVX-512") for an integer Transpose it passes over
+    (`layers/row_gathers.py`): the search's graph, as an export traces it, with a vocabulary
+    wide enough for the top-k in blocks (`logit_reductions.top_k`), holds none."""
+    hparams = create_hparams("transformer_tiny", "num_hidden_layers=1")
+    model = Transformer(hparams, 3000, 3000).build_weights()
+    search = TransformerBeamSearch(model, beam_size=4, alpha=0.6, extra_length=4)
+    graph = _traced_graph_decode(search).get_concrete_function().graph.as_graph_def()
+    nodes = [*graph.node, *(node for function in graph.library.function
+                            for node in function.node_def)]
+    transposed = {tf.dtypes.as_dtype(node.attr["T"].type).name for node in nodes
+                  if node.op == "Transpose"}
+    assert transposed and not any(tf.dtypes.as_dtype(name).is_integer for name in transposed)
