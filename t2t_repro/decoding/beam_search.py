@@ -20,10 +20,16 @@ logits and carries a per-hypothesis state (the attention cache), which the searc
 hypotheses are kept or dropped.
 
 Two drivers run the same step: the graph loop (`keras.ops.while_loop`: one compiled program for
-the whole search, no host round trip, exportable) and the host loop (a Python loop over the
-compiled step that checks `done` on the host after every position; kept as the reference the
-graph loop is tested and benchmarked against, and for step functions whose shapes change every
-step).
+the whole search, no host round trip between steps, exportable) and the host loop (a Python
+loop over the compiled step that checks `done` on the host after every position; kept as the
+reference the graph loop is tested and benchmarked against, and for step functions whose
+shapes change every step).
+
+A sentence that is done still costs its rows every step until the batch is done. Given a
+`select_sentences` function, the graph loop in a TensorFlow graph therefore returns to the
+host each time a quarter of its sentences are done, sets their results aside and goes on with
+the rest only (`_compacting_loop`): a new row count costs one more trace there (which then serves
+every count), where XLA and JAX would compile again for each.
 """
 
 import dataclasses
@@ -41,6 +47,12 @@ from t2t_repro.names import EOS_ID, PAD_ID
 
 # Finite, so that sums and ratios of "impossible" scores never produce NaN.
 NEG_INF = -1e9
+
+# The graph loop drops done sentences from batches of at least MIN_ROWS_TO_COMPACT sentences
+# (a step of fewer costs about as much), each time 1 / DROP_FRACTION of them are done
+# (`_compacting_loop`; measured in docs/performance.md, "Done sentences dropped").
+MIN_ROWS_TO_COMPACT = 8
+DROP_FRACTION = 4
 
 
 def reorder_rows(state, parent_beams):
@@ -100,11 +112,15 @@ class BeamSearch:
             Default `reorder_rows`: a state of tensors with batch·beam rows, copied.
         sampler: a `sampling.Sampler` to draw each token at random instead of taking the most
             probable (beam_size 1 only); each call then takes a `seed`.
+        select_sentences: `(state, constants, rows) -> (state, constants)`, the step's
+            state and constants of the sentences `rows` ([n] int32, in that order) alone; lets
+            the graph loop drop done sentences (above). Not used by a sampling search, whose
+            draws depend on the batch's rows.
     """
 
     def __init__(self, step_fn, beam_size, alpha, eos_id=EOS_ID, force_max_length=False,
                  variables=(), jit_compile=False, fixed_shapes=True, loop="host",
-                 reorder_state=reorder_rows, sampler=None):
+                 reorder_state=reorder_rows, sampler=None, select_sentences=None):
         if beam_size < 1:
             raise ValueError(f"beam_size must be at least 1, got {beam_size}.")
         if alpha < 0:
@@ -121,6 +137,9 @@ class BeamSearch:
         self.loop = loop
         self.step_fn = step_fn
         self.reorder_state = reorder_state
+        compacts = (loop == "graph" and sampler is None and not jit_compile
+                    and keras.backend.backend() == "tensorflow")
+        self.select_sentences = select_sentences if compacts else None
         if loop == "host":
             self._step = compile_for_backend(
                 functools.partial(self._search_step, step_fn), variables, jit_compile,
@@ -157,12 +176,15 @@ class BeamSearch:
             if seed is None:
                 raise ValueError("a sampling search needs a seed.")
             constants["seed"] = ops.convert_to_tensor(np.asarray(seed, np.int32))
-        if self.loop == "graph":
-            search, steps = self._loop(search, state, constants)
-            steps = int(ops.convert_to_numpy(steps))
-        else:
+        if self.loop == "host":
             search, steps = self._host_loop(search, state, constants, length)
-        ids, scores = (ops.convert_to_numpy(tensor) for tensor in self.results(search))
+            ids, scores = (ops.convert_to_numpy(tensor) for tensor in self.results(search))
+        elif self.select_sentences is None:
+            search, _, steps = self._loop(search, state, constants)
+            ids, scores = (ops.convert_to_numpy(tensor) for tensor in self.results(search))
+        else:
+            ids, scores, steps = self._compacting_loop(search, state, constants)
+        steps = int(ops.convert_to_numpy(steps))
         written = np.flatnonzero((ids != 0).any(axis=(0, 1)))
         used = written[-1] + 1 if written.size else 1
         return BeamSearchOutput(ids[:, :, :used], scores, steps)
@@ -195,31 +217,62 @@ class BeamSearch:
                 break
         return search, steps
 
-    def search_loop(self, search, state, constants):
-        """The whole search as one `while_loop` of `_search_step`, until every sentence is
-        done: `(search, steps)`. Runs inside whatever program its caller compiles (the
-        exporter traces it into a SavedModel)."""
+    def search_loop(self, search, state, constants, start=0, enough_done=None):
+        """The search as one `while_loop` of `_search_step` from position `start` until
+        every sentence is done, or until `enough_done` of them are (a scalar; may be symbolic):
+        `(search, state, position reached)`. Runs inside whatever program its caller compiles
+        (the exporter traces it into a SavedModel)."""
 
         def unfinished(position, search, state):
-            return ops.logical_not(ops.all(search["done"]))
+            if enough_done is None:
+                return ops.logical_not(ops.all(search["done"]))
+            return ops.sum(ops.cast(search["done"], "int32")) < enough_done
 
         def step(position, search, state):
             search, state = self._search_step(self.step_fn, search, state, constants, position)
             return position + 1, search, state
 
         # Every sentence is done by its maximum length, so the loop ends by then.
-        steps, search, _ = ops.while_loop(
-            unfinished, step, (ops.convert_to_tensor(0, "int32"), search, state)
+        position, search, state = ops.while_loop(
+            unfinished, step, (ops.convert_to_tensor(start, "int32"), search, state)
         )
-        return search, steps
+        return search, state, position
+
+    def _compacting_loop(self, search, state, constants):
+        """The graph loop, back on the host each time a quarter of the batch's sentences
+        are done: their results are set aside and the search goes on with the others' rows only.
+        `(ids, scores, steps)` as NumPy arrays, rows in the batch's order."""
+        sentences = np.arange(len(search["done"]))  # each row's sentence in the batch
+        ids = scores = None
+        position = ops.convert_to_tensor(0, "int32")
+        while True:
+            enough = (len(sentences) // DROP_FRACTION if len(sentences) >= MIN_ROWS_TO_COMPACT
+                      else len(sentences))
+            search, state, position = self._loop(search, state, constants, position,
+                                                 ops.convert_to_tensor(enough, "int32"))
+            done = ops.convert_to_numpy(search["done"])
+            these_ids, these_scores = (ops.convert_to_numpy(t) for t in self.results(search))
+            if ids is None:
+                ids = np.zeros((len(done),) + these_ids.shape[1:], these_ids.dtype)
+                scores = np.zeros((len(done),) + these_scores.shape[1:], these_scores.dtype)
+            ids[sentences[done]], scores[sentences[done]] = these_ids[done], these_scores[done]
+            if done.all():
+                return ids, scores, position
+            rows = ops.convert_to_tensor(np.flatnonzero(~done).astype(np.int32))
+            sentences = sentences[~done]
+            search = {name: ops.take(tensor, rows, axis=0) for name, tensor in search.items()}
+            state, model_constants = self.select_sentences(state, constants["model"], rows)
+            constants = {name: (model_constants if name == "model" else
+                                ops.take(tensor, rows, axis=0))
+                         for name, tensor in constants.items()}
 
     def graph_search(self, state, constants, max_lengths, sequence_length):
         """Tensors in, tensors out, no host work, for a caller's compiled program:
         `(ids [batch, beam, sequence_length], scores [batch, beam])`, ids 0-padded.
         `max_lengths` [batch] int32 (each >= 1, at most `sequence_length`), may be symbolic."""
         search = self.initial_search(ops.shape(max_lengths)[0], sequence_length)
-        search, _ = self.search_loop(search, state, {"model": constants,
-                                                     "max_lengths": max_lengths})
+        search, _, _ = self.search_loop(search, state, {"model": constants,
+                                                        "max_lengths": max_lengths})
         return self.results(search)
 
     def results(self, search):

@@ -45,11 +45,14 @@ class TransformerBeamSearch:
         sampler: a `sampling.Sampler` (beam_size 1): draw each token instead of the argmax.
         seed: with a sampler, seeds the draws (None: a random seed), so that a search made
             with the same seed and given the same batches samples the same outputs.
+        drop_done: let the graph loop go on with the sentences not yet done only, each time
+            a quarter of a batch's are (`BeamSearch`'s `select_sentences`; TensorFlow graphs
+            only). The outputs are the same either way.
     """
 
     def __init__(self, model, beam_size=4, alpha=0.6, extra_length=50, use_cache=True,
                  force_max_length=False, jit_compile=False, loop="graph", sampler=None,
-                 seed=None):
+                 seed=None, drop_done=True):
         self.model = model
         self.beam_size = beam_size
         self.extra_length = extra_length
@@ -64,6 +67,7 @@ class TransformerBeamSearch:
             variables=model.variables, jit_compile=self.jit_compile,
             fixed_shapes=use_cache, loop=loop if use_cache else "host",
             reorder_state=reorder_state, sampler=sampler,
+            select_sentences=self._select_sentences if use_cache and drop_done else None,
         )
         # Draws each batch's seed pair on the host, outside the compiled search.
         self._seeds = keras.random.SeedGenerator(seed) if sampler is not None else None
@@ -142,6 +146,16 @@ class TransformerBeamSearch:
             projection = None if self.jit_compile else self.model.decoding_projection()
             return state, (self.model.memory_key_values(memory), memory_mask, projection)
         return (), self._per_beam((memory, memory_mask))
+
+    @staticmethod
+    def _select_sentences(cache, constants, rows):
+        """The cache and the step's constants of the sentences `rows` alone: every tensor
+        but the output projection, which all sentences share, has a row per sentence."""
+        memory_key_values, memory_mask, projection = constants
+        cache, memory_key_values, memory_mask = keras.tree.map_structure(
+            lambda tensor: ops.take(tensor, rows, axis=0),
+            (cache, memory_key_values, memory_mask))
+        return cache, (memory_key_values, memory_mask, projection)
 
     def _per_beam(self, tensors):
         """Each sentence's rows repeated beam_size times, as the search's rows are laid out."""
