@@ -42,7 +42,7 @@ from keras import ops
 from t2t_repro.decoding.compiled import compile_for_backend
 from t2t_repro.decoding.sampling import step_seed
 from t2t_repro.decoding.logit_reductions import log_normaliser, top_k
-from t2t_repro.layers.row_gathers import flat_rows, take_rows
+from t2t_repro.layers.row_gathers import flat_rows, take_rows, take_rows_of_each
 from t2t_repro.names import EOS_ID, PAD_ID
 
 # Finite, so that sums and ratios of "impossible" scores never produce NaN.
@@ -58,8 +58,7 @@ DROP_FRACTION = 4
 def reorder_rows(state, parent_beams):
     """Beam search's default state reordering: every tensor's rows [batch·beam, ...] taken
     from hypothesis `parent_beams` [batch, beam] of the same sentence."""
-    rows = flat_rows(parent_beams, ops.shape(parent_beams)[1])
-    return keras.tree.map_structure(lambda tensor: ops.take(tensor, rows, axis=0), state)
+    return take_rows_of_each(state, flat_rows(parent_beams, ops.shape(parent_beams)[1]))
 
 
 def length_penalty(length, alpha):
@@ -260,10 +259,10 @@ class BeamSearch:
                 return ids, scores, position
             rows = ops.convert_to_tensor(np.flatnonzero(~done).astype(np.int32))
             sentences = sentences[~done]
-            search = {name: ops.take(tensor, rows, axis=0) for name, tensor in search.items()}
+            search = take_rows_of_each(search, rows)
             state, model_constants = self.select_sentences(state, constants["model"], rows)
-            constants = {name: (model_constants if name == "model" else
-                                ops.take(tensor, rows, axis=0))
+            constants = {name: (model_constants if name == "model"
+                                else take_rows_of_each(tensor, rows))
                          for name, tensor in constants.items()}
 
     def graph_search(self, state, constants, max_lengths, sequence_length):

@@ -99,6 +99,9 @@ class Ensemble:
     def decoding_projection(self):
         return [model.decoding_projection() for model in self.models]
 
+    def decoding_kernels(self):
+        return [model.decoding_kernels() for model in self.models]
+
     def empty_decode_cache(self, batch_size, max_decode_length, beam_size=1, dtype=None):
         return [model.empty_decode_cache(batch_size, max_decode_length, beam_size, dtype)
                 for model in self.models]
@@ -108,15 +111,16 @@ class Ensemble:
                 for model, model_cache in zip(self.models, cache)]
 
     def decode_step(self, ids, position, cache, memory_key_values, memory_mask,
-                    output_projection=None):
+                    output_projection=None, layer_kernels=None):
         """As `Transformer.decode_step`, for every model: (the ensemble's log-probabilities,
         every model's cache)."""
         log_probs, caches = [], []
-        projections = output_projection or [None] * len(self.models)
-        for model, model_cache, key_values, projection in zip(self.models, cache,
-                                                              memory_key_values, projections):
+        none = [None] * len(self.models)
+        for model, model_cache, key_values, projection, kernels in zip(
+                self.models, cache, memory_key_values, output_projection or none,
+                layer_kernels or none):
             logits, model_cache = model.decode_step(ids, position, model_cache, key_values,
-                                                    memory_mask, projection)
+                                                    memory_mask, projection, kernels)
             log_probs.append(output_log_probs(logits))
             caches.append(model_cache)
         return mean_of_probabilities(log_probs), caches

@@ -6,6 +6,7 @@ import warnings
 import keras
 from keras import ops
 
+from t2t_repro.layers.dense_layout import dense, laid_out_kernels
 from t2t_repro.layers.head_transpose import swap_heads_axis
 from t2t_repro.layers.masks import band_mask, causal_mask, within_window
 
@@ -251,28 +252,37 @@ class MultiHeadAttention(keras.layers.Layer):
         )
         return self.output_dense(self._merge_heads(context))
 
-    def project_key_value(self, value):
+    def project_key_value(self, value, kernels=None):
         """Per-head keys [batch, heads, k_len, d_k] and values [batch, heads, k_len, d_v].
 
         Split out of `call` so a decoder can project the encoder output once per sentence,
-        and write one new position at a time into a self-attention cache.
+        and write one new position at a time into a self-attention cache. `kernels`:
+        `laid_out_kernels()`'s, for a decoding step.
         """
+        kernels = kernels or {}
         return (
-            self._split_heads(self.key_dense(value), self.key_dim),
-            self._split_heads(self.value_dense(value), self.value_dim),
+            self._split_heads(dense(self.key_dense, value, kernels.get("key")), self.key_dim),
+            self._split_heads(dense(self.value_dense, value, kernels.get("value")),
+                              self.value_dim),
         )
 
     def attend_to_projected(
-        self, query, key, value, attention_mask=None, training=None, return_attention_scores=False
+        self, query, key, value, attention_mask=None, training=None, return_attention_scores=False,
+        kernels=None,
     ):
         """`call` with keys and values already projected by `project_key_value`."""
-        q = self._split_heads(self.query_dense(query), self.key_dim)
+        kernels = kernels or {}
+        q = self._split_heads(dense(self.query_dense, query, kernels.get("query")), self.key_dim)
         mask = None if attention_mask is None else ops.expand_dims(attention_mask, axis=-3)
         context, weights = scaled_dot_product_attention(
             q, key, value, mask=mask, dropout=self.weights_dropout, training=training
         )
-        output = self.output_dense(self._merge_heads(context))
+        output = dense(self.output_dense, self._merge_heads(context), kernels.get("output"))
         return (output, weights) if return_attention_scores else output
+
+    def laid_out_kernels(self, names=("query", "key", "value", "output")):
+        """The named projections' kernels laid out for a decoding loop (`dense_layout`)."""
+        return laid_out_kernels({name: getattr(self, f"{name}_dense") for name in names})
 
     def compute_output_shape(self, query_shape, value_shape=None):
         return (*query_shape[:-1], self.output_dim or query_shape[-1])

@@ -3,6 +3,8 @@
 import keras
 from keras import ops
 
+from t2t_repro.layers.dense_layout import dense, laid_out_kernels
+
 # The inner activations (hparam `ffn_activation`): the paper's ReLU; Swish (x·σ(x)), which
 # OPUS-MT's models use; GELU (exact, with erf); and Marian's "gelu", x·σ(1.702x).
 FFN_ACTIVATIONS = {
@@ -53,9 +55,16 @@ class PositionwiseFeedForward(keras.layers.Layer):
                                                dtype=self.dtype_policy)
         self.output_dense.build((*input_shape[:-1], self.intermediate_dim))
 
-    def call(self, x, training=None):
-        hidden = self.relu_dropout(self.inner_dense(x), training=training)
-        return self.output_dense(hidden)
+    def call(self, x, training=None, kernels=None):
+        """`kernels`: `laid_out_kernels()`'s, for a decoding step."""
+        kernels = kernels or {}
+        hidden = self.relu_dropout(dense(self.inner_dense, x, kernels.get("inner")),
+                                   training=training)
+        return dense(self.output_dense, hidden, kernels.get("output"))
+
+    def laid_out_kernels(self):
+        """Both kernels laid out for a decoding loop (`dense_layout`)."""
+        return laid_out_kernels({"inner": self.inner_dense, "output": self.output_dense})
 
     def compute_output_shape(self, input_shape):
         return (*input_shape[:-1], self.output_dim or input_shape[-1])

@@ -8,6 +8,7 @@ supports DT_INT64 only on platforms with AVX-512") when it passes over an intege
 take of whole rows needs neither the broadcast nor the transposes.
 """
 
+import keras
 from keras import ops
 
 
@@ -24,3 +25,8 @@ def take_rows(x, indices):
     shape = ops.shape(x)
     taken = ops.take(ops.reshape(x, (-1, *shape[2:])), flat_rows(indices, shape[1]), axis=0)
     return ops.reshape(taken, (shape[0], ops.shape(indices)[1], *shape[2:]))
+
+
+def take_rows_of_each(tensors, rows):
+    """Rows `rows` (1-D indices) of every tensor in the structure `tensors`, on axis 0."""
+    return keras.tree.map_structure(lambda tensor: ops.take(tensor, rows, axis=0), tensors)

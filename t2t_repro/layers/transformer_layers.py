@@ -88,9 +88,10 @@ class _ResidualSublayers(keras.layers.Layer):
         output, scores[name] = attention(*args, return_attention_scores=True, **kwargs)
         return output
 
-    def _feed_forward_block(self, x, training):
+    def _feed_forward_block(self, x, training, kernels=None):
         return self._residual(
-            x, lambda h: self.feed_forward(h, training=training), self.feed_forward_norm, training
+            x, lambda h: self.feed_forward(h, training=training, kernels=kernels),
+            self.feed_forward_norm, training
         )
 
     def compute_output_shape(self, x_shape, *other_shapes):
@@ -240,7 +241,7 @@ class TransformerDecoderLayer(_ResidualSublayers):
         return (x, scores) if return_attention_scores else x
 
     def decode_step(self, x, position, self_cache, memory_key_value, memory_mask=None,
-                    self_attention_mask=None):
+                    self_attention_mask=None, kernels=None):
         """One decoding position (inference) for every hypothesis of every sentence: `call`
         at `position` for x [batch, beam, d], the beam hypotheses of each sentence side by side.
 
@@ -255,33 +256,45 @@ class TransformerDecoderLayer(_ResidualSublayers):
         goes to index p % max_length, so a restricted self-attention of window r needs a
         cache of only r positions. `memory_key_value` is
         `cross_attention.project_key_value(memory)` [batch, heads, source, d], computed once
-        per sentence and shared by its hypotheses.
+        per sentence and shared by its hypotheses. `kernels`: `laid_out_kernels()`'s, made
+        once for all the steps of a batch.
 
         Returns (output [batch, beam, d], the updated cache).
         """
+        kernels = kernels or {}
         keys, values = self_cache
         if self_attention_mask is None:
             self_attention_mask = own_slot_mask(ops.shape(keys)[2], ops.shape(keys)[3], position)
 
         def self_attend(h):
             nonlocal keys, values
-            key, value = self.self_attention.project_key_value(h)
+            key, value = self.self_attention.project_key_value(h, kernels.get("self_attention"))
             index = position % ops.shape(keys)[3]
             keys = write_position(keys, index, key)
             values = write_position(values, index, value)
             return self.self_attention.attend_to_projected(
-                h, _merge_slots(keys), _merge_slots(values), self_attention_mask
+                h, _merge_slots(keys), _merge_slots(values), self_attention_mask,
+                kernels=kernels.get("self_attention"),
             )
 
         def cross_attend(h):
             return self.cross_attention.attend_to_projected(
-                h, *memory_key_value, attention_mask=memory_mask
+                h, *memory_key_value, attention_mask=memory_mask,
+                kernels=kernels.get("cross_attention"),
             )
 
         x = self._residual(x, self_attend, self.self_attention_norm, training=False)
         x = self._residual(x, cross_attend, self.cross_attention_norm, training=False)
-        x = self._feed_forward_block(x, training=False)
+        x = self._feed_forward_block(x, training=False, kernels=kernels.get("feed_forward"))
         return x, (keys, values)
+
+    def laid_out_kernels(self):
+        """The kernels `decode_step` multiplies by, laid out for a decoding loop
+        (`layers.dense_layout`): the cross-attention's keys and values are projected once per
+        sentence, so only its query and output projections."""
+        return {"self_attention": self.self_attention.laid_out_kernels(),
+                "cross_attention": self.cross_attention.laid_out_kernels(("query", "output")),
+                "feed_forward": self.feed_forward.laid_out_kernels()}
 
 
 def _merge_slots(cache):

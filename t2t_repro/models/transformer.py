@@ -18,6 +18,7 @@ from t2t_repro.layers.feed_forward import FFN_ACTIVATIONS
 from t2t_repro.layers.positional import SINUSOID_LAYOUTS
 from t2t_repro.layers.row_gathers import take_rows
 from t2t_repro.layers.transformer_layers import cached_positions
+from t2t_repro.utils.cpu import is_x86_without_avx512
 
 POSITION_ENCODINGS = ("sinusoidal", "learned")
 # Keras dtype policies the model trains under: each keeps its variables float32, so one
@@ -372,6 +373,18 @@ class Transformer(keras.Model):
             return None
         return self.target_embedding.output_projection(self.compute_dtype)
 
+    def decoding_kernels(self):
+        """Each decoder layer's kernels laid out [units, inputs]
+        (`TransformerDecoderLayer.laid_out_kernels`), for `decode_step`, to compute once per
+        batch: TensorFlow's float32 matmul multiplies decoding's rows by them 1.3-2x faster on
+        an x86 CPU without AVX-512 (`layers.dense_layout`). None elsewhere (measured on AVX2
+        only), in bfloat16, for quantized weights and on JAX."""
+        if (self.compute_dtype != "float32" or keras.backend.backend() != "tensorflow"
+                or not is_x86_without_avx512()):
+            return None
+        kernels = [layer.laid_out_kernels() for layer in self.decoder_layers]
+        return None if any(None in layer.values() for layer in kernels) else kernels
+
     def memory_key_values(self, memory):
         """Each decoder layer's encoder-decoder keys and values of `memory`, for `decode_step`:
         computed once per sentence instead of once per output position."""
@@ -413,7 +426,7 @@ class Transformer(keras.Model):
                 "slots": take_rows(cache["slots"], ops.cast(parent_beams, "int32"))}
 
     def decode_step(self, ids, position, cache, memory_key_values, memory_mask,
-                    output_projection=None):
+                    output_projection=None, layer_kernels=None):
         """Incremental decoding: the decoder input ids at `position` -> (next-token logits,
         the cache with `position` filled).
 
@@ -422,8 +435,9 @@ class Transformer(keras.Model):
         (one hypothesis each) giving [batch, vocab]. `cache` comes from `empty_decode_cache`.
         Equals `decode(...)[:, position]` over each hypothesis's whole prefix, at the cost of
         one position. `position` may be a tensor, so it is not checked here: the caller keeps
-        it below `max_positions` (as `TransformerBeamSearch` does). `output_projection`:
-        `decoding_projection()`, computed once for all the steps of a batch.
+        it below `max_positions` (as `TransformerBeamSearch` does). `output_projection` and
+        `layer_kernels`: `decoding_projection()` and `decoding_kernels()`, computed once for
+        all the steps of a batch.
         """
         one_per_sentence = len(ops.shape(ids)) == 1
         ids = ops.expand_dims(ids, 1) if one_per_sentence else ids
@@ -439,11 +453,12 @@ class Transformer(keras.Model):
         x = ops.reshape(x, (batch, beam, self.hparams.hidden_size))
         slots, self_mask = _slots_and_mask(cache["slots"], position)
         keys_values = []
-        for layer, layer_cache, memory_key_value in zip(
-            self.decoder_layers, cache["keys_values"], memory_key_values
+        for layer, layer_cache, memory_key_value, kernels in zip(
+            self.decoder_layers, cache["keys_values"], memory_key_values,
+            layer_kernels or [None] * len(self.decoder_layers)
         ):
             x, layer_cache = layer.decode_step(x, position, layer_cache, memory_key_value,
-                                               memory_mask, self_mask)
+                                               memory_mask, self_mask, kernels)
             keys_values.append(layer_cache)
         logits = self._logits(x, output_projection)
         logits = logits[:, 0] if one_per_sentence else logits
