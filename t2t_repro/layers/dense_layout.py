@@ -2,7 +2,7 @@
 loop that makes the copies once per batch.
 
 TensorFlow runs a float32 MatMul with oneDNN; on an x86 CPU without AVX-512 oneDNN multiplies
-[128, 512] rows by a [512, 2,048] kernel 1.3-2x faster given the kernel as the transposed
+128 decoding rows by the decoder's kernels 1.3-2x faster given each kernel as the transposed
 operand than as stored (docs/performance.md, "Dense kernels laid out for decoding"). A product
 by the transpose of a laid-out copy is what TensorFlow's graph optimizer turns into that
 operand: inside a loop it cannot fold the transpose back onto the stored kernel.
