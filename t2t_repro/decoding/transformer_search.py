@@ -163,7 +163,8 @@ class TransformerBeamSearch:
     @staticmethod
     def _select_sentences(cache, constants, rows):
         """The cache and the step's constants of the sentences `rows` alone: every tensor
-        but the output projection, which all sentences share, has a row per sentence."""
+        but the output projection and the laid-out kernels, which all sentences share, has a
+        row per sentence."""
         memory_key_values, memory_mask, *shared_weights = constants
         cache, memory_key_values, memory_mask = take_rows_of_each(
             (cache, memory_key_values, memory_mask), rows)
