@@ -34,6 +34,7 @@ BACKEND_AGNOSTIC = {
     "t2t_repro.errors",
     "t2t_repro.layers",
     "t2t_repro.layers.attention",
+    "t2t_repro.layers.cache_reads",
     "t2t_repro.layers.cache_writes",
     "t2t_repro.layers.dense_layout",
     "t2t_repro.layers.embedding",

@@ -4,6 +4,7 @@ import keras
 from keras import ops
 
 from t2t_repro.layers.attention import MultiHeadAttention
+from t2t_repro.layers.cache_reads import keys_values_to_read, own_slot_mask
 from t2t_repro.layers.cache_writes import write_position
 from t2t_repro.layers.feed_forward import PositionwiseFeedForward
 
@@ -250,11 +251,12 @@ class TransformerDecoderLayer(_ResidualSublayers):
         `beam` slots per sentence. This position's keys and values are written in place, each
         hypothesis's into its own slot, so a step costs one position, not the whole prefix.
         When beam search reorders hypotheses the cache is not copied: `self_attention_mask`
-        (boolean [batch, beam, beam·max_length]) says which slot holds each earlier position
+        (boolean [batch, beam, beam, max_length]) says which slot holds each earlier position
         of each hypothesis (see `Transformer.decode_step`); None means each hypothesis's own
-        slot (nothing was reordered). The cache is a ring (`cached_positions`): position p
-        goes to index p % max_length, so a restricted self-attention of window r needs a
-        cache of only r positions. `memory_key_value` is
+        slot (nothing was reordered). In a plain TensorFlow graph only the positions written
+        so far are read (`layers.cache_reads`). The cache is a ring (`cached_positions`):
+        position p goes to index p % max_length, so a restricted self-attention of window r
+        needs a cache of only r positions. `memory_key_value` is
         `cross_attention.project_key_value(memory)` [batch, heads, source, d], computed once
         per sentence and shared by its hypotheses. `kernels`: `laid_out_kernels()`'s, made
         once for all the steps of a batch.
@@ -273,7 +275,7 @@ class TransformerDecoderLayer(_ResidualSublayers):
             keys = write_position(keys, index, key)
             values = write_position(values, index, value)
             return self.self_attention.attend_to_projected(
-                h, _merge_slots(keys), _merge_slots(values), self_attention_mask,
+                h, *keys_values_to_read(keys, values, self_attention_mask, position),
                 kernels=kernels.get("self_attention"),
             )
 
@@ -296,28 +298,3 @@ class TransformerDecoderLayer(_ResidualSublayers):
                 "cross_attention": self.cross_attention.laid_out_kernels(("query", "output")),
                 "feed_forward": self.feed_forward.laid_out_kernels()}
 
-
-def _merge_slots(cache):
-    """[batch, heads, beam, length, d] -> [batch, heads, beam·length, d] (slot-major)."""
-    shape = ops.shape(cache)
-    return ops.reshape(cache, (shape[0], shape[1], shape[2] * shape[3], shape[4]))
-
-
-def cached_positions(length, position):
-    """[length]: the position whose keys and values each index of a cache of `length`
-    positions holds once `position` is written (negative: none yet).
-
-    The cache is a ring: position p is written at index p % length. A cache as long as the
-    output never wraps; one of r positions holds the last r, exactly what a restricted
-    self-attention of window r reads, so the window costs no mask of its own here.
-    """
-    return position - (position - ops.arange(length)) % length
-
-
-def own_slot_mask(beam_size, length, position):
-    """[1, beam, beam·length] boolean: hypothesis i reads the positions written into slot i."""
-    slots = ops.arange(beam_size)
-    same_slot = ops.expand_dims(slots, 1) == ops.expand_dims(slots, 0)
-    filled = cached_positions(length, position) >= 0
-    mask = ops.logical_and(ops.expand_dims(same_slot, 2), filled)
-    return ops.reshape(mask, (1, beam_size, beam_size * length))

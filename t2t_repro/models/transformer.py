@@ -14,10 +14,10 @@ from t2t_repro.layers import (
     padding_mask,
     same_segment_mask,
 )
+from t2t_repro.layers.cache_reads import cached_positions
 from t2t_repro.layers.feed_forward import FFN_ACTIVATIONS
 from t2t_repro.layers.positional import SINUSOID_LAYOUTS
 from t2t_repro.layers.row_gathers import take_rows
-from t2t_repro.layers.transformer_layers import cached_positions
 from t2t_repro.utils.cpu import is_x86_without_avx512
 
 POSITION_ENCODINGS = ("sinusoidal", "learned")
@@ -87,7 +87,7 @@ def _call_layer(layer, attention_scores, *args, **kwargs):
 
 def _slots_and_mask(slots, position):
     """`slots` with each hypothesis's own slot at `position`'s cache index, and the
-    self-attention mask it gives: [batch, beam, beam·length], True where slot j holds a
+    self-attention mask it gives: [batch, beam, beam, length], True where slot j holds a
     position <= `position` of hypothesis i's prefix (the cache is a ring: `cached_positions`)."""
     beam, length = ops.shape(slots)[1], ops.shape(slots)[2]
     held = cached_positions(length, position)
@@ -95,8 +95,7 @@ def _slots_and_mask(slots, position):
     slots = ops.where(held == position, own, slots)
     holds = ops.expand_dims(slots, 2) == ops.reshape(ops.arange(beam, dtype="int32"),
                                                      (1, 1, -1, 1))
-    mask = ops.logical_and(holds, held >= 0)
-    return slots, ops.reshape(mask, (ops.shape(slots)[0], beam, beam * length))
+    return slots, ops.logical_and(holds, held >= 0)
 
 
 @registry.models.register("transformer")

@@ -1,5 +1,5 @@
 """Writing one position into the attention cache: the same values eagerly, in a TensorFlow
-graph (TensorFlow's in-place strided update, the bytes moved as integers as wide as a head's
+graph (TensorFlow's in-place strided update, the bytes moved as words as wide as a head's
 row allows), under XLA and inside a graph loop, as NumPy's assignment."""
 
 import keras
@@ -29,10 +29,11 @@ def arrays():
     return cache, new
 
 
-def test_a_heads_row_is_moved_as_the_widest_integers_that_divide_it():
-    assert [elements_per_word(4, depth) for depth in (64, 6, 5, None)] == [2, 2, 1, 1]
-    assert [elements_per_word(2, depth) for depth in (64, 6, 5)] == [4, 2, 1]
-    assert elements_per_word(8, 64) == 1
+def test_a_heads_row_is_moved_as_the_widest_words_that_divide_it():
+    """Words of 16 bytes at most (complex128)."""
+    assert [elements_per_word(4, depth) for depth in (64, 6, 5, None)] == [4, 2, 1, 1]
+    assert [elements_per_word(2, depth) for depth in (64, 12, 6, 5)] == [8, 4, 2, 1]
+    assert [elements_per_word(8, depth) for depth in (64, 3)] == [2, 1]
 
 
 @pytest.mark.parametrize("jit_compile", [None, False, True], ids=["eager", "graph", "xla"])
@@ -51,8 +52,8 @@ def test_write_position_equals_numpy_assignment(arrays, jit_compile, index):
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16", "float32"])
 @pytest.mark.parametrize("depth", [8, 6, 5])
 def test_a_graph_writes_heads_of_every_width_and_depth(dtype, depth):
-    """Depth 8 of bfloat16 goes as int64 words, 6 as int32, 5 element by element. The values
-    are small integers, exact in every dtype."""
+    """Depth 8 of bfloat16 goes as complex128 words, 6 as int32, 5 element by element; 8 of
+    float32 as complex128. The values are small integers, exact in every dtype."""
     import tensorflow as tf
 
     rng = np.random.default_rng(1)

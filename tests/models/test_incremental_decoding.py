@@ -207,13 +207,22 @@ def test_decoder_layer_decode_step_equals_causal_call(normalize_first):
     assert not cached_keys[:, :, length:].any() and not cached_values[:, :, length:].any()
 
 
+@pytest.mark.parametrize("graph", [False, True], ids=["eager", "graph"])
 @pytest.mark.parametrize("window", [0, 2])
-def test_reordered_hypotheses_read_their_own_prefixes_without_copying_the_cache(window):
+def test_reordered_hypotheses_read_their_own_prefixes_without_copying_the_cache(window, graph):
     """Beam layout: hypotheses reordered at random after every step (`reorder_decode_cache`
     moves only `slots`) still get the full pass's logits over their own prefixes, and the
     cached keys and values are never copied between slots; with a window of 2, in a ring of
-    2 positions that each step overwrites."""
+    2 positions that each step overwrites. In a TensorFlow graph a step reads the positions
+    written so far only (`layers.cache_reads`), eagerly all of them."""
+    if graph and keras.backend.backend() != "tensorflow":
+        pytest.skip("a plain TensorFlow graph")
     model = _model(self_attention_window=window)
+    decode_step = model.decode_step
+    if graph:
+        import tensorflow as tf
+
+        decode_step = tf.function(model.decode_step)
     beam, length = 3, 5
     rng = np.random.default_rng(4)
     memory, memory_mask = model.encode(INPUTS, training=False)
@@ -221,8 +230,9 @@ def test_reordered_hypotheses_read_their_own_prefixes_without_copying_the_cache(
     cache = model.empty_decode_cache(len(INPUTS), length, beam_size=beam)
     prefixes = np.zeros((len(INPUTS), beam, 1), np.int32)  # every hypothesis starts with id 0
     for position in range(length):
-        logits, cache = model.decode_step(ops.convert_to_tensor(prefixes[:, :, -1]), position,
-                                          cache, memory_key_values, memory_mask)
+        logits, cache = decode_step(ops.convert_to_tensor(prefixes[:, :, -1]),
+                                    ops.convert_to_tensor(position), cache, memory_key_values,
+                                    memory_mask)
         for hypothesis in range(beam):
             full = _full_logits(model, INPUTS, prefixes[:, hypothesis])[:, -1]
             np.testing.assert_allclose(ops.convert_to_numpy(logits[:, hypothesis]), full,
