@@ -4,7 +4,7 @@ import keras
 from keras import ops
 
 from t2t_repro.layers.attention import MultiHeadAttention
-from t2t_repro.layers.cache_reads import keys_values_to_read, own_slot_mask
+from t2t_repro.layers.cache_reads import keys_values_to_read, mask_to_read, own_slot_mask
 from t2t_repro.layers.cache_writes import write_position
 from t2t_repro.layers.feed_forward import PositionwiseFeedForward
 
@@ -251,10 +251,11 @@ class TransformerDecoderLayer(_ResidualSublayers):
         `beam` slots per sentence. This position's keys and values are written in place, each
         hypothesis's into its own slot, so a step costs one position, not the whole prefix.
         When beam search reorders hypotheses the cache is not copied: `self_attention_mask`
-        (boolean [batch, beam, beam, max_length]) says which slot holds each earlier position
-        of each hypothesis (see `Transformer.decode_step`); None means each hypothesis's own
-        slot (nothing was reordered). In a plain TensorFlow graph only the positions written
-        so far are read (`layers.cache_reads`). The cache is a ring (`cached_positions`):
+        (boolean [batch, beam, beam·n], `cache_reads.mask_to_read`'s, made once a step for
+        every layer) says which slot holds each earlier position of each hypothesis; None means
+        each hypothesis's own slot (nothing was reordered). In a plain TensorFlow graph only
+        the n positions written so far are read (`layers.cache_reads`); elsewhere n is
+        max_length. The cache is a ring (`cached_positions`):
         position p goes to index p % max_length, so a restricted self-attention of window r
         needs a cache of only r positions. `memory_key_value` is
         `cross_attention.project_key_value(memory)` [batch, heads, source, d], computed once
@@ -266,7 +267,8 @@ class TransformerDecoderLayer(_ResidualSublayers):
         kernels = kernels or {}
         keys, values = self_cache
         if self_attention_mask is None:
-            self_attention_mask = own_slot_mask(ops.shape(keys)[2], ops.shape(keys)[3], position)
+            self_attention_mask = mask_to_read(
+                own_slot_mask(ops.shape(keys)[2], ops.shape(keys)[3], position), position)
 
         def self_attend(h):
             nonlocal keys, values
@@ -275,7 +277,7 @@ class TransformerDecoderLayer(_ResidualSublayers):
             keys = write_position(keys, index, key)
             values = write_position(values, index, value)
             return self.self_attention.attend_to_projected(
-                h, *keys_values_to_read(keys, values, self_attention_mask, position),
+                h, *keys_values_to_read(keys, values, position), self_attention_mask,
                 kernels=kernels.get("self_attention"),
             )
 

@@ -14,7 +14,7 @@ from t2t_repro.layers import (
     padding_mask,
     same_segment_mask,
 )
-from t2t_repro.layers.cache_reads import cached_positions
+from t2t_repro.layers.cache_reads import mask_to_read, slots_and_mask
 from t2t_repro.layers.feed_forward import FFN_ACTIVATIONS
 from t2t_repro.layers.positional import SINUSOID_LAYOUTS
 from t2t_repro.layers.row_gathers import take_rows
@@ -83,19 +83,6 @@ def _call_layer(layer, attention_scores, *args, **kwargs):
         return layer(*args, **kwargs)
     output, attention_scores[layer.name] = layer(*args, return_attention_scores=True, **kwargs)
     return output
-
-
-def _slots_and_mask(slots, position):
-    """`slots` with each hypothesis's own slot at `position`'s cache index, and the
-    self-attention mask it gives: [batch, beam, beam, length], True where slot j holds a
-    position <= `position` of hypothesis i's prefix (the cache is a ring: `cached_positions`)."""
-    beam, length = ops.shape(slots)[1], ops.shape(slots)[2]
-    held = cached_positions(length, position)
-    own = ops.reshape(ops.arange(beam, dtype="int32"), (1, -1, 1))
-    slots = ops.where(held == position, own, slots)
-    holds = ops.expand_dims(slots, 2) == ops.reshape(ops.arange(beam, dtype="int32"),
-                                                     (1, 1, -1, 1))
-    return slots, ops.logical_and(holds, held >= 0)
 
 
 @registry.models.register("transformer")
@@ -400,7 +387,7 @@ class Transformer(keras.Model):
         search reorders hypotheses by reordering `slots` alone (`reorder_decode_cache`)
         instead of copying every layer's keys and values at every step. With hparam
         `self_attention_window` = r the cache holds min(r, `max_decode_length`) positions: a
-        ring of the last r, position p at index p % r (`cached_positions`).
+        ring of the last r, position p at index p % r (`cache_reads.cached_positions`).
         """
         dtype = dtype or self.compute_dtype
         window = self.self_attention_window
@@ -450,7 +437,8 @@ class Transformer(keras.Model):
             start_index=position,
         )
         x = ops.reshape(x, (batch, beam, self.hparams.hidden_size))
-        slots, self_mask = _slots_and_mask(cache["slots"], position)
+        slots, self_mask = slots_and_mask(cache["slots"], position)
+        self_mask = mask_to_read(self_mask, position)
         keys_values = []
         for layer, layer_cache, memory_key_value, kernels in zip(
             self.decoder_layers, cache["keys_values"], memory_key_values,
