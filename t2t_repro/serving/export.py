@@ -32,6 +32,9 @@ from t2t_repro.errors import UserError
 from t2t_repro.names import BEAMS_SIGNATURE, BEST_SIGNATURE, SCORE_SIGNATURE
 
 EXPORT_INFO_FILE = os.path.join("assets.extra", "export_info.json")
+# Nothing differentiates an export: tracing the gradients of its ops' custom gradients would
+# cost every export time and bytes for nothing.
+INFERENCE_ONLY = tf.saved_model.SaveOptions(experimental_custom_gradients=False)
 
 
 class ExportError(UserError, ValueError):
@@ -128,7 +131,8 @@ def write_export(module, export_dir, version, info):
     with atomic_path(target) as temporary:
         tf.saved_model.save(module, temporary, signatures={BEST_SIGNATURE: module.best,
                                                            BEAMS_SIGNATURE: module.beams,
-                                                           SCORE_SIGNATURE: module.score})
+                                                           SCORE_SIGNATURE: module.score},
+                            options=INFERENCE_ONLY)
         os.makedirs(os.path.join(temporary, "assets.extra"))
         with open(os.path.join(temporary, EXPORT_INFO_FILE), "w") as f:
             json.dump(info, f, indent=1)
