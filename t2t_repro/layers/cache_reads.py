@@ -38,10 +38,9 @@ def slots_and_mask(slots, position):
     i's prefix."""
     beam, length = ops.shape(slots)[1], ops.shape(slots)[2]
     held = cached_positions(length, position)
-    hypotheses = ops.reshape(ops.arange(beam, dtype="int32"), (1, -1, 1))
-    slots = ops.where(held == position, hypotheses, slots)
-    holds = ops.expand_dims(slots, 2) == ops.reshape(ops.arange(beam, dtype="int32"),
-                                                     (1, 1, -1, 1))
+    numbers = ops.arange(beam, dtype="int32")
+    slots = ops.where(held == position, ops.reshape(numbers, (1, -1, 1)), slots)
+    holds = ops.expand_dims(slots, 2) == ops.reshape(numbers, (1, 1, -1, 1))
     return slots, ops.logical_and(holds, held >= 0)
 
 

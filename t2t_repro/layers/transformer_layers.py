@@ -255,9 +255,9 @@ class TransformerDecoderLayer(_ResidualSublayers):
         every layer) says which slot holds each earlier position of each hypothesis; None means
         each hypothesis's own slot (nothing was reordered). In a plain TensorFlow graph only
         the n positions written so far are read (`layers.cache_reads`); elsewhere n is
-        max_length. The cache is a ring (`cached_positions`):
-        position p goes to index p % max_length, so a restricted self-attention of window r
-        needs a cache of only r positions. `memory_key_value` is
+        max_length. The cache is a ring (`cached_positions`): position p goes to index
+        p % max_length, so a restricted self-attention of window r needs a cache of only r
+        positions. `memory_key_value` is
         `cross_attention.project_key_value(memory)` [batch, heads, source, d], computed once
         per sentence and shared by its hypotheses. `kernels`: `laid_out_kernels()`'s, made
         once for all the steps of a batch.
