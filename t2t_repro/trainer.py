@@ -101,9 +101,6 @@ ALIASES = (
     FlagAlias("xla_compile", "jit_compile"),
 )
 
-_SHOWN_DECODES = 5
-
-
 def trainer_flags_text():
     """The trainer's flags as `--name=value` lines, loadable again with `--flagfile`; aliases
     are recorded under our names."""
@@ -121,15 +118,11 @@ def trainer_flags_text():
     return "".join(line + "\n" for line in lines if line)  # unset flags serialize as ""
 
 
-def save_run_config(hparams, output_dir):
-    """hparams.json, and for training schedules flags.txt: the record `--flagfile` resumes
-    training from, which a later `--schedule=evaluate` must not replace."""
-    from t2t_repro import hparams as hparams_lib
-
-    hparams_lib.save(hparams, output_dir)
-    if FLAGS.schedule == "evaluate":
-        return
-    write_text_atomically(os.path.join(output_dir, FLAGS_FILENAME), trainer_flags_text())
+def save_flags(output_dir):
+    """For training schedules, flags.txt: the record `--flagfile` resumes training from, which a
+    later `--schedule=evaluate` must not replace (the run wrote hparams.json)."""
+    if FLAGS.schedule != "evaluate":
+        write_text_atomically(os.path.join(output_dir, FLAGS_FILENAME), trainer_flags_text())
 
 
 def show_decodes(problem, model, count):
@@ -139,14 +132,7 @@ def show_decodes(problem, model, count):
 
     greedy = create_decode_hparams(problem, "beam_size=1,alpha=0.0")
     evaluation = DecodeEvaluation(problem, greedy, count)
-    outputs = evaluation.decode(model)
-    for source, target, output in list(zip(evaluation.input_texts, evaluation.target_texts,
-                                           outputs))[:_SHOWN_DECODES]:
-        print(f"  input:  {source}\n  target: {target}\n"
-              f"  output: {output}  [{'ok' if output == target else 'WRONG'}]")
-    correct = sum(output == target for output, target in zip(outputs, evaluation.target_texts))
-    print(f"Greedy decoding: {correct}/{len(outputs)} held-out sequences exactly right "
-          f"({correct / max(len(outputs), 1):.1%}).")
+    print(evaluation.exact_match_report(evaluation.decode(model), title="Greedy decoding"))
 
 
 def decode_evaluation(problem):
@@ -191,34 +177,12 @@ def warm_start_source():
 
 def warm_start_hparams(checkpoint):
     """Without --hparams_set, the hparams of the run `checkpoint` belongs to (None without
-    it): fine-tuning needs them, and an imported model's are no registered set."""
+    it)."""
     if FLAGS.hparams_set or checkpoint is None:
         return None
-    from t2t_repro import hparams as hparams_lib
     from t2t_repro.training import warm_start
 
-    return hparams_lib.load(warm_start.source_run_dir(checkpoint))
-
-
-def check_warm_start_source(checkpoint, problem, hparams):
-    """Checks the warm-start `checkpoint` against this run's hparams and vocabulary."""
-    from t2t_repro import registry
-    from t2t_repro.cli.run_flags import recorded_flags
-    from t2t_repro.training import warm_start
-
-    warm_start.check_hparams(checkpoint, hparams)
-    source_dir = warm_start.source_run_dir(checkpoint)
-    source = recorded_flags(source_dir)
-    if source.get("problem") not in registry.problems:
-        raise ConfigurationError(
-            f"--warm_start_from={FLAGS.warm_start_from}: {source_dir}/{FLAGS_FILENAME} names no "
-            f"problem registered here, so its vocabulary cannot be checked; give the "
-            f"--t2t_usr_dir that registers it.")
-    source_problem = registry.problems[source["problem"]](
-        data_dir=source.get("data_dir"), data_hparams=source.get("data_hparams", ""))
-    source_problem.check_data()  # adopts the data hparams it was generated with
-    warm_start.check_vocabularies(getattr(source_problem, "vocabulary_paths", []),
-                                  getattr(problem, "vocabulary_paths", []))
+    return warm_start.source_hparams(checkpoint)
 
 
 def check_flag_values():
@@ -280,7 +244,9 @@ def train_or_evaluate(claim_output_dir):
         problem.check_max_length(TRAIN, hparams.max_length)
     criterion = best_criterion(problem)
     if warm_start_from is not None:
-        check_warm_start_source(warm_start_from, problem, hparams)
+        from t2t_repro.training import warm_start
+
+        warm_start.check_source(warm_start_from, problem, hparams)
     run = create_training_run(
         problem,
         hparams,
@@ -302,7 +268,7 @@ def train_or_evaluate(claim_output_dir):
         warm_start_from=warm_start_from,
     )
     if run.is_chief:  # once the model is built: bad hparams leave nothing behind
-        save_run_config(hparams, FLAGS.output_dir)
+        save_flags(FLAGS.output_dir)
     train_steps = FLAGS.train_steps or hparams.train_steps
     if FLAGS.schedule == "evaluate":
         run.restore()

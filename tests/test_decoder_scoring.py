@@ -179,6 +179,20 @@ def test_an_ensemble_member_of_another_vocabulary_is_an_error_naming_it(
             f"{other_vocabulary}, not {ende_data_dir / 'translate_ende.spm.model'}") in message
 
 
+def test_an_ensemble_member_of_an_unregistered_problem_is_an_error_naming_it(
+        ende_data_dir, ende_run, score_file, tmp_path):
+    """Its vocabulary cannot be found without the problem's code."""
+    member = tmp_path / "other_run"
+    member.mkdir()
+    for name in ("hparams.json", "ckpt-100.weights.h5"):
+        shutil.copy(ende_run / name, member / name)
+    (member / "flags.txt").write_text("--problem=translate_elsewhere\n")
+    message = one_line_error(decoder(ende_data_dir, ende_run, f"--score_file={score_file}",
+                                     f"--checkpoint_path={ende_run},{member}"))
+    assert (f"{member} was trained on problem translate_elsewhere, which is not registered "
+            f"here; give the --t2t_usr_dir that registers it.") in message
+
+
 def test_alignments_from_an_ensemble_are_an_error_naming_the_fix(ende_data_dir, ende_run, pairs,
                                                                  tmp_path):
     sources = tmp_path / "sources.en"

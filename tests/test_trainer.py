@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -98,9 +99,13 @@ def test_run_writes_its_config_resumes_from_flagfile_and_refuses_other_hparams(t
     # Evaluating the run later leaves its flags.txt as the record of how it trains.
     flags_before = (output_dir / "flags.txt").read_text()
     evaluated = run_trainer(*TINY_RUN, f"--output_dir={output_dir}", "--schedule=evaluate",
-                            "--eval_decode_examples=4")  # a few sentences show beam search runs
+                            "--eval_decode_examples=4",  # a few show that beam search runs
+                            "--decode_examples=7")  # and then greedy decoding, 5 shown
     assert evaluated.returncode == 0, evaluated.stderr
     assert "eval at step 15 |" in evaluated.stdout and "exact_match" in evaluated.stdout
+    assert evaluated.stdout.count("\n  input:  ") == 5
+    assert re.search(r"^Greedy decoding: [0-7]/7 held-out sequences exactly right ",
+                     evaluated.stdout, re.MULTILINE)
     assert (output_dir / "flags.txt").read_text() == flags_before
     assert attention_image_steps(output_dir)[-1] == 15  # TensorBoard's attention pictures
 

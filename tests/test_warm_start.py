@@ -2,10 +2,14 @@
 fresh optimizer at step 0; only training hparams may differ; a warm-started run that stops
 resumes from its own checkpoints. (Vocabularies: tests/problems/test_text_files.py.)"""
 
+import json
+import shutil
+
 import pytest
 
 from conftest import one_line_error, read_scalars, run_module
 from t2t_repro import registry
+from t2t_repro.errors import ConfigurationError
 from t2t_repro.hparams import create_hparams
 from t2t_repro.training import checkpoints, warm_start
 from t2t_repro.training.run_factory import create_training_run
@@ -38,11 +42,12 @@ def test_the_first_evaluation_equals_the_source_runs_of_the_same_checkpoint(sour
     """Before any update, the warm-started model evaluates on the same eval batches exactly
     as the source run evaluated its step-6 checkpoint, with its optimizer at step 0."""
     hparams = create_hparams("transformer_tiny", FINE_TUNING_HPARAMS)
+    problem = registry.problems[PROBLEM]()
     checkpoint = warm_start.source_checkpoint(str(source_run))
-    warm_start.check_hparams(checkpoint, hparams)
+    warm_start.check_source(checkpoint, problem, hparams)  # as the trainer checks it
     lines = []
-    run = create_training_run(registry.problems[PROBLEM](), hparams, str(tmp_path / "tuned"),
-                              eval_steps=2, warm_start_from=checkpoint, print_fn=lines.append)
+    run = create_training_run(problem, hparams, str(tmp_path / "tuned"), eval_steps=2,
+                              warm_start_from=checkpoint, print_fn=lines.append)
     assert run.restore() == 0
     assert any(line.startswith(f"Warm-started from {checkpoint}") for line in lines)
     assert int(run.model.optimizer.iterations.numpy()) == 0
@@ -88,3 +93,66 @@ def test_a_missing_source_is_a_one_line_error(tmp_path):
                      f"--warm_start_from={tmp_path / 'nowhere'}", "--train_steps=2")
     assert "--warm_start_from=" in one_line_error(result)
     assert not (tmp_path / "tuned").exists()
+
+
+def copied_source(source_run, folder, flags_text=None):
+    """A copy of the source run's hparams.json and step-6 checkpoint, and `flags_text` as its
+    flags.txt (None: none)."""
+    folder.mkdir()
+    for name in ("hparams.json", f"ckpt-{SOURCE_STEPS}.weights.h5"):
+        shutil.copy(source_run / name, folder / name)
+    if flags_text is not None:
+        (folder / "flags.txt").write_text(flags_text)
+    return folder
+
+
+@pytest.mark.parametrize("flags_text, named", [
+    ("--problem=copy_elsewhere\n", "was trained on problem copy_elsewhere, which is not "
+                                   "registered here; give the --t2t_usr_dir that registers it."),
+    (None, "flags.txt names no problem, so the vocabulary"),
+])
+def test_a_source_whose_problem_is_unknown_is_a_one_line_error(source_run, tmp_path, flags_text,
+                                                               named):
+    """Its vocabulary cannot be compared with this run's."""
+    source = copied_source(source_run, tmp_path / "source", flags_text)
+    result = trainer(f"--hparams={HPARAMS}", f"--output_dir={tmp_path / 'tuned'}",
+                     f"--warm_start_from={source}", "--train_steps=2")
+    assert named in one_line_error(result)
+    assert not (tmp_path / "tuned").exists()
+
+
+def test_a_checkpoint_outside_a_run_is_a_one_line_error(source_run, tmp_path):
+    """Without hparams.json beside it or above it, what it was trained with is unknown."""
+    source = copied_source(source_run, tmp_path / "loose")
+    checkpoint = source / f"ckpt-{SOURCE_STEPS}.weights.h5"
+    (source / "hparams.json").unlink()
+    result = trainer(f"--hparams={HPARAMS}", f"--output_dir={tmp_path / 'tuned'}",
+                     f"--warm_start_from={checkpoint}", "--train_steps=2")
+    assert f"no hparams.json beside {checkpoint} or in the folder above it" in one_line_error(
+        result)
+    assert not (tmp_path / "tuned").exists()
+
+
+def test_a_run_trained_from_python_is_recorded_as_the_trainers_and_fine_tunes(tmp_path):
+    """`create_training_run` records hparams.json and the problem in flags.txt as the trainer
+    does, so the trainer can fine-tune from it; the same folder refuses other model hparams."""
+    problem = registry.problems[PROBLEM]()
+    hparams = create_hparams("transformer_tiny", HPARAMS)
+    source = tmp_path / "from_python"
+    run = create_training_run(problem, hparams, str(source), seed=1, eval_steps=2,
+                              save_checkpoints_steps=2, print_fn=lambda line: None)
+    run.train(2, evaluate_every_segment=False)
+    assert json.loads((source / "hparams.json").read_text()) == hparams.values()
+    assert (source / "flags.txt").read_text().splitlines() == [
+        f"--problem={PROBLEM}", "--model=transformer", f"--output_dir={source}"]
+
+    tuned = trainer(f"--hparams={FINE_TUNING_HPARAMS}", f"--output_dir={tmp_path / 'tuned'}",
+                    f"--warm_start_from={source}", "--schedule=train", "--train_steps=2")
+    assert tuned.returncode == 0, tuned.stderr
+    assert f"Warm-started from {source / 'ckpt-2.weights.h5'}" in tuned.stdout
+
+    recorded = (source / "hparams.json").read_text()
+    with pytest.raises(ConfigurationError, match=r"different hparams \(hidden_size differ\)"):
+        create_training_run(problem, create_hparams("transformer_tiny", f"{HPARAMS},"
+                                                    "hidden_size=32"), str(source))
+    assert (source / "hparams.json").read_text() == recorded

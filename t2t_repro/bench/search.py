@@ -36,14 +36,12 @@ def load_run(output_dir, checkpoint_path=None):
     """`(problem, model)` of a trained run, as the decoder finds them (flags.txt's problem,
     data folder and model; hparams.json; the newest checkpoint, or `checkpoint_path`)."""
     from t2t_repro import hparams as hparams_lib
-    from t2t_repro import registry
-    from t2t_repro.cli.run_flags import recorded_flags
     from t2t_repro.training.checkpoints import named_checkpoint
     from t2t_repro.training.run import load_trained_model
+    from t2t_repro.training.run_records import recorded_flags, recorded_problem
 
     recorded = recorded_flags(output_dir)
-    problem = registry.problems[recorded["problem"]](
-        data_dir=recorded["data_dir"], data_hparams=recorded.get("data_hparams", ""))
+    problem = recorded_problem(output_dir)
     checkpoint = named_checkpoint(checkpoint_path or output_dir)
     model = load_trained_model(recorded.get("model", "transformer"),
                                hparams_lib.load(output_dir), problem, checkpoint)

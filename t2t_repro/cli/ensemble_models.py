@@ -15,8 +15,8 @@ from absl import flags
 
 from t2t_repro import hparams as hparams_lib
 from t2t_repro.cli import trained_run
-from t2t_repro.cli.run_flags import recorded_flags
 from t2t_repro.errors import ConfigurationError
+from t2t_repro.training.run_records import recorded_problem, run_dir_of
 
 FLAGS = flags.FLAGS
 
@@ -41,30 +41,10 @@ def member_checkpoint(path):
     return named_checkpoint(path)
 
 
-def member_run_dir(checkpoint):
-    """The run folder holding `checkpoint` (its hparams.json beside it or one folder above),
-    else None."""
-    folder = os.path.dirname(os.path.abspath(checkpoint))
-    for candidate in (folder, os.path.dirname(folder)):
-        if os.path.exists(os.path.join(candidate, hparams_lib.HPARAMS_FILENAME)):
-            return candidate
-    return None
-
-
 def member_vocabularies(run_dir):
     """The vocabulary files of the problem `run_dir`'s flags.txt records, source first (None:
     the run records no problem, or its problem has no vocabulary file)."""
-    from t2t_repro import registry
-
-    recorded = recorded_flags(run_dir)
-    if "problem" not in recorded:
-        return None
-    if recorded["problem"] not in registry.problems:
-        raise ConfigurationError(
-            f"{run_dir} was trained on problem {recorded['problem']}, not registered here, so "
-            f"its vocabulary cannot be checked; give the --t2t_usr_dir that registers it.")
-    problem = registry.problems[recorded["problem"]](
-        data_dir=recorded.get("data_dir"), data_hparams=recorded.get("data_hparams", ""))
+    problem = recorded_problem(run_dir)
     return getattr(problem, "vocabulary_paths", None)
 
 
@@ -96,7 +76,7 @@ def load_decoding_model(problem, hparams):
     members = []
     for path in paths:
         checkpoint = member_checkpoint(path)
-        run_dir = member_run_dir(checkpoint)
+        run_dir = run_dir_of(checkpoint)
         if run_dir is not None:
             check_vocabulary(path, run_dir, problem)
         members.append((path, checkpoint, run_dir))

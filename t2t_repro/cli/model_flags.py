@@ -26,6 +26,7 @@ def resolve_hparams(output_dir, saved_when_no_set=False, base_when_no_set=None):
     --hparams_set is required.
     """
     from t2t_repro import hparams as hparams_lib
+    from t2t_repro.training import run_records
 
     saved = hparams_lib.load(output_dir)
     if saved_when_no_set and saved is not None and not FLAGS.hparams_set:
@@ -40,15 +41,7 @@ def resolve_hparams(output_dir, saved_when_no_set=False, base_when_no_set=None):
             f"missing --hparams_set ({output_dir} has no {hparams_lib.HPARAMS_FILENAME}); see "
             f"--registry_help for the registered sets."
         )
-    if saved is not None:
-        saved = hparams_lib.with_added_model_hparams(saved, hparams)
-    if saved is not None and saved != hparams:
-        raise ConfigurationError(
-            f"{output_dir} holds a run trained with different hparams "
-            f"({', '.join(hparams.differences(saved))} differ). Use the same "
-            f"--hparams_set and --hparams (see {output_dir}/{hparams_lib.HPARAMS_FILENAME} and "
-            f"flags.txt), or another --output_dir."
-        )
+    run_records.check_saved_hparams(output_dir, hparams)
     return hparams
 
 

@@ -9,7 +9,7 @@ from absl import flags
 
 from t2t_repro.cli import checkpoint_flag, model_flags, problem_flags  # noqa: F401 (flags)
 from t2t_repro.cli import usr_dir
-from t2t_repro.cli.run_flags import recorded_flags
+from t2t_repro.training.run_records import recorded_flags
 from t2t_repro.errors import ConfigurationError
 from t2t_repro.names import FLAGS_FILENAME
 

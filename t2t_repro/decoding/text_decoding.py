@@ -145,3 +145,17 @@ class DecodeEvaluation:
     def __call__(self, model):
         """`{metric: value}` of `model`'s decodes."""
         return self.score(self.decode(model))
+
+    def exact_match_report(self, decodes, title, shown=5):
+        """Lines of text: the first `shown` examples, each input and target beside its decode
+        marked ok or WRONG, then `title` and how many of all the decodes equal their targets
+        exactly."""
+        lines = []
+        for source, target, output in list(zip(self.input_texts, self.target_texts,
+                                               decodes))[:shown]:
+            lines += [f"  input:  {source}", f"  target: {target}",
+                      f"  output: {output}  [{'ok' if output == target else 'WRONG'}]"]
+        right = sum(output == target for output, target in zip(decodes, self.target_texts))
+        lines.append(f"{title}: {right}/{len(decodes)} held-out sequences exactly right "
+                     f"({right / max(len(decodes), 1):.1%}).")
+        return "\n".join(lines)

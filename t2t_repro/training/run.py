@@ -10,8 +10,8 @@ from t2t_repro.data.problem import EVAL, TRAIN
 from t2t_repro.hparams import HParamsError
 from t2t_repro.models.flops import training_flops
 from t2t_repro.models.transformer import DTYPE_POLICIES
-from t2t_repro.training import (attention_images, best_checkpoint, checkpoints, summaries,
-                                warm_start)
+from t2t_repro.training import (attention_images, best_checkpoint, checkpoints, run_records,
+                                summaries, warm_start)
 from t2t_repro.training.chunked_loss import hparams_chunk_tokens
 from t2t_repro.training.losses import LabelSmoothedCrossEntropy, training_metrics
 from t2t_repro.training.optimizer import create_optimizer
@@ -106,6 +106,8 @@ def load_trained_model(model_name, hparams, problem, checkpoint_path):
 
 class TrainingRunBase:
     """Everything one `--output_dir` holds: model, optimizer state, checkpoints, summaries.
+    The chief refuses a folder that holds a run of other hparams, and records the run's
+    hparams.json and flags.txt there (`run_records`) as soon as the model is built.
 
     Args:
         problem: a Problem instance. hparams: its resolved HParams.
@@ -131,6 +133,7 @@ class TrainingRunBase:
         warm_start_from: optional checkpoint whose weights a run with no checkpoint of its own
             starts from, with a fresh optimizer at step 0 (fine-tuning; `warm_start` checks
             it fits first). A run that has checkpoints resumes from them instead.
+        model_name: the registered model the subclass built, for flags.txt.
 
     Subclasses implement `_train_batches(step)` (an iterator of batches for the train step,
     resuming after `step` updates where the pipeline can) and `_eval_scalars()` (the
@@ -141,7 +144,8 @@ class TrainingRunBase:
                  save_checkpoints_steps=1000, save_checkpoints_minutes=10.0,
                  keep_checkpoint_max=20, eval_every=1000, eval_steps=0, log_every=100,
                  decode_evaluation=None, peak_tflops=None, claim_output_dir=None,
-                 best_criterion=None, warm_start_from=None, print_fn=print):
+                 best_criterion=None, warm_start_from=None, model_name="transformer",
+                 print_fn=print):
         self.problem = problem
         self.hparams = hparams
         self.output_dir = output_dir
@@ -157,8 +161,11 @@ class TrainingRunBase:
         self.peak_tflops = peak_tflops
         self.print_fn = print_fn
         self.warm_start_from = warm_start_from
-        if is_chief and claim_output_dir is not None:
-            claim_output_dir()  # before the manager removes the partial files it finds
+        if is_chief:
+            run_records.check_saved_hparams(output_dir, hparams)
+            if claim_output_dir is not None:
+                claim_output_dir()  # before anything in the folder is cleaned up or written
+            run_records.save_run_record(output_dir, hparams, problem, model_name)
         self.checkpoints = checkpoints.CheckpointManager(
             output_dir, model, max_to_keep=keep_checkpoint_max, writes=is_chief
         )

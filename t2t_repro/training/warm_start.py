@@ -14,7 +14,8 @@ import keras
 
 from t2t_repro import hparams as hparams_lib
 from t2t_repro.errors import UserError
-from t2t_repro.training import checkpoints
+from t2t_repro.names import FLAGS_FILENAME
+from t2t_repro.training import checkpoints, run_records
 
 # The hparams a fine-tuning run may set differently from the run it starts from.
 TRAINING_ONLY_HPARAMS = frozenset({
@@ -40,15 +41,36 @@ def source_checkpoint(path):
 
 
 def source_run_dir(checkpoint):
-    """The run folder the checkpoint belongs to: the one holding `hparams.json`, beside the
-    checkpoint or above it (a checkpoint in `best/`)."""
-    folder = os.path.dirname(os.path.abspath(checkpoint))
-    for candidate in (folder, os.path.dirname(folder)):
-        if os.path.exists(os.path.join(candidate, hparams_lib.HPARAMS_FILENAME)):
-            return candidate
-    raise WarmStartError(f"no {hparams_lib.HPARAMS_FILENAME} beside {checkpoint} or in the "
-                         f"folder above it, so what it was trained with is unknown; name a "
-                         f"checkpoint of a run the trainer wrote.")
+    """The run folder the checkpoint belongs to (`run_records.run_dir_of`); WarmStartError if
+    it has none."""
+    run_dir = run_records.run_dir_of(checkpoint)
+    if run_dir is None:
+        raise WarmStartError(f"no {hparams_lib.HPARAMS_FILENAME} beside {checkpoint} or in the "
+                             f"folder above it, so what it was trained with is unknown; name "
+                             f"a checkpoint of a run the trainer wrote.")
+    return run_dir
+
+
+def source_hparams(checkpoint):
+    """The hparams of the run `checkpoint` belongs to: a fine-tuning run without an hparams
+    set of its own takes them (an imported model's are no registered set)."""
+    return hparams_lib.load(source_run_dir(checkpoint))
+
+
+def check_source(checkpoint, problem, hparams):
+    """WarmStartError (or ConfigurationError) unless the run `checkpoint` belongs to can give
+    a run of `hparams` on `problem` its weights: the same model hparams
+    (`check_hparams`) and the same vocabulary files (`check_vocabularies`)."""
+    check_hparams(checkpoint, hparams)
+    source_dir = source_run_dir(checkpoint)
+    source_problem = run_records.recorded_problem(source_dir)
+    if source_problem is None:
+        raise WarmStartError(f"{source_dir}/{FLAGS_FILENAME} names no problem, so the "
+                             f"vocabulary {checkpoint} was trained with is unknown; name a "
+                             f"checkpoint of a run the trainer wrote.")
+    source_problem.check_data()  # adopts the data hparams it was generated with
+    check_vocabularies(getattr(source_problem, "vocabulary_paths", []),
+                       getattr(problem, "vocabulary_paths", []))
 
 
 def fixed_hparams(hparams):
@@ -62,8 +84,7 @@ def fixed_hparams(hparams):
 
 def check_hparams(checkpoint, hparams):
     """WarmStartError naming each hparam that differs from the source run's and may not."""
-    saved = hparams_lib.with_added_model_hparams(
-        hparams_lib.load(source_run_dir(checkpoint)), hparams)
+    saved = hparams_lib.with_added_model_hparams(source_hparams(checkpoint), hparams)
     differing = [name for name in hparams.differences(saved) if name in fixed_hparams(hparams)
                  or name not in hparams.values()]
     if differing:

@@ -79,6 +79,27 @@ def test_a_wrong_decode_counts_against_exact_match(oracle, monkeypatch):
         "exact_match": pytest.approx(right / len(sequences))}
 
 
+def test_the_exact_match_report_marks_the_shown_decodes_and_counts_all(oracle, monkeypatch):
+    """What the trainer's --decode_examples prints: 3 of 40 examples shown, each marked, and
+    the count of all 40 that came out right."""
+    monkeypatch.setattr(oracle, "longest_right", 12)
+    problem, evaluation = _evaluation("algorithmic_reverse", 40)
+    sequences = problem.sequences(EVAL)[:40]
+    right = [len(s) <= 12 for s in sequences]
+    assert 0 < sum(right) < 40 and not all(right[:3]) and any(right[:3])
+    report = evaluation.exact_match_report(evaluation.decode(_Float32Model()), "Greedy", shown=3)
+    lines = report.splitlines()
+    assert len(lines) == 3 * 3 + 1
+    for example, (sequence, is_right) in enumerate(zip(sequences[:3], right[:3])):
+        reversed_text = " ".join(map(str, sequence[::-1]))
+        output = reversed_text if is_right else " ".join(map(str, sequence[::-1][:-1]))
+        assert lines[3 * example:3 * example + 3] == [
+            f"  input:  {' '.join(map(str, sequence))}", f"  target: {reversed_text}",
+            f"  output: {output}  [{'ok' if is_right else 'WRONG'}]"]
+    assert lines[-1] == (f"Greedy: {sum(right)}/40 held-out sequences exactly right "
+                         f"({sum(right) / 40:.1%}).")
+
+
 @pytest.mark.parametrize("policy", ["mixed_bfloat16", "mixed_float16"])
 def test_a_mixed_precision_model_decodes_in_float32_as_the_decoder(policy):
     """The evaluation's decodes equal those of a float32 model given the same weights (the

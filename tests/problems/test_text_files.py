@@ -197,8 +197,8 @@ def trained_problem_and_model(run, step=30):
     """The run's problem (as its flags.txt names it) and model with its step's weights."""
     from t2t_repro import hparams as hparams_lib
     from t2t_repro import registry
-    from t2t_repro.cli.run_flags import recorded_flags
     from t2t_repro.training.run import load_trained_model
+    from t2t_repro.training.run_records import recorded_flags
 
     flags = recorded_flags(run)
     problem = registry.problems[flags["problem"]](data_dir=flags["data_dir"])

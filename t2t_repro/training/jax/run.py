@@ -59,7 +59,7 @@ class JaxTrainingRun(TrainingRunBase):
         device_peak = peak_tflops or peak_tflops_of(devices[0], hparams.dtype_policy)
         super().__init__(problem, hparams, output_dir, model, train_step,
                          peak_tflops=device_peak * len(devices) if device_peak else None,
-                         **kwargs)
+                         model_name=model_name, **kwargs)
         self._num_devices = len(devices)
         self._seed = seed
         self._eval_batches = None

@@ -45,7 +45,7 @@ class TensorFlowTrainingRun(TrainingRunBase):
             problem, hparams, output_dir, model, train_step,
             is_chief=strategy_lib.is_chief(strategy),
             peak_tflops=device_peak * strategy.num_replicas_in_sync if device_peak else None,
-            **kwargs)
+            model_name=model_name, **kwargs)
         self._eval_dataset = None
         self._train_dataset = None
         self._evaluator = (  # a multi-worker run's workers each evaluate alone

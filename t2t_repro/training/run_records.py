@@ -1,0 +1,78 @@
+"""What a training run's folder records about the run: its hparams (hparams.json), the flags in
+its flags.txt, and so the problem it was trained on. A run written from Python records them as
+one the trainer writes does, so that every command, fine-tuning and ensembles read either."""
+
+import os
+
+from t2t_repro.errors import ConfigurationError
+from t2t_repro.names import FLAGS_FILENAME, HPARAMS_FILENAME
+from t2t_repro.utils.atomic_files import write_text_atomically
+
+
+def check_saved_hparams(run_dir, hparams):
+    """ConfigurationError naming the hparams that differ when `run_dir` holds a run trained with
+    others: its checkpoints hold other weights, or were made by another recipe."""
+    from t2t_repro import hparams as hparams_lib
+
+    saved = hparams_lib.load(run_dir)
+    if saved is None:
+        return
+    saved = hparams_lib.with_added_model_hparams(saved, hparams)
+    if saved != hparams:
+        raise ConfigurationError(
+            f"{run_dir} holds a run trained with different hparams "
+            f"({', '.join(hparams.differences(saved))} differ). Use the same hparams set and "
+            f"overrides (see {run_dir}/{HPARAMS_FILENAME} and {FLAGS_FILENAME}), or another "
+            f"output folder.")
+
+
+def save_run_record(run_dir, hparams, problem, model_name):
+    """Writes `run_dir`/hparams.json, and a flags.txt naming the problem, its data folder and
+    the model unless the run has one (the trainer writes all its flags there)."""
+    from t2t_repro import hparams as hparams_lib
+
+    hparams_lib.save(hparams, run_dir)
+    if os.path.exists(os.path.join(run_dir, FLAGS_FILENAME)):
+        return
+    data_dir = os.path.abspath(problem.data_dir) if problem.data_dir else None
+    recorded = {"problem": problem.name, "data_dir": data_dir, "model": model_name,
+                "output_dir": os.path.abspath(run_dir)}
+    write_text_atomically(os.path.join(run_dir, FLAGS_FILENAME), "".join(
+        f"--{name}={value}\n" for name, value in recorded.items() if value is not None))
+
+
+def recorded_flags(run_dir):
+    """{name: value text} of the `--name=value` lines in `run_dir`/flags.txt ({} if none)."""
+    path = os.path.join(run_dir, FLAGS_FILENAME)
+    if not os.path.exists(path):
+        return {}
+    with open(path, encoding="utf-8") as f:
+        pairs = (line.strip()[2:].split("=", 1) for line in f if line.startswith("--"))
+        return {pair[0]: pair[1] for pair in pairs if len(pair) == 2}
+
+
+def run_dir_of(checkpoint):
+    """The run folder `checkpoint` belongs to: the one holding hparams.json, beside the
+    checkpoint or one folder above (a checkpoint in `<run>/best`); None if neither does."""
+    folder = os.path.dirname(os.path.abspath(checkpoint))
+    for candidate in (folder, os.path.dirname(folder)):
+        if os.path.exists(os.path.join(candidate, HPARAMS_FILENAME)):
+            return candidate
+    return None
+
+
+def recorded_problem(run_dir):
+    """The problem `run_dir`'s flags.txt names, over the data folder and with the data hparams
+    it records; None when it names none. A problem not registered here is a
+    ConfigurationError: its vocabulary and data cannot be read without its code."""
+    from t2t_repro import registry
+
+    recorded = recorded_flags(run_dir)
+    name = recorded.get("problem")
+    if name is None:
+        return None
+    if name not in registry.problems:
+        raise ConfigurationError(f"{run_dir} was trained on problem {name}, which is not "
+                                 f"registered here; give the --t2t_usr_dir that registers it.")
+    return registry.problems[name](data_dir=recorded.get("data_dir"),
+                                   data_hparams=recorded.get("data_hparams", ""))
