@@ -26,8 +26,9 @@ def create_training_run(problem, hparams, output_dir, strategy_name="auto", jit_
         from t2t_repro.training.tensorflow.run import TensorFlowTrainingRun
         from t2t_repro.training.tensorflow.strategy import create_strategy
 
-        return TensorFlowTrainingRun(problem, hparams, output_dir, create_strategy(strategy_name),
-                           jit_compile=jit_compile, **settings)
+        return TensorFlowTrainingRun(problem, hparams, output_dir,
+                                     create_strategy(strategy_name), jit_compile=jit_compile,
+                                     **settings)
     import logging
 
     # JAX logs at INFO that it found no TPU library, on every machine without one.
