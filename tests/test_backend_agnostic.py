@@ -77,6 +77,7 @@ BACKEND_AGNOSTIC = {
     "t2t_repro.training.local_evaluation",
     "t2t_repro.training.run",
     "t2t_repro.training.run_factory",
+    "t2t_repro.training.run_records",
     "t2t_repro.training.strategy_names",
     "t2t_repro.training.summaries",
     "t2t_repro.training.update_stats",
