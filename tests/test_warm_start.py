@@ -133,9 +133,10 @@ def test_a_checkpoint_outside_a_run_is_a_one_line_error(source_run, tmp_path):
     assert not (tmp_path / "tuned").exists()
 
 
-def test_a_run_trained_from_python_is_recorded_as_the_trainers_and_fine_tunes(tmp_path):
+def test_a_run_trained_from_python_is_recorded_for_fine_tuning_as_the_trainers(tmp_path):
     """`create_training_run` records hparams.json and the problem in flags.txt as the trainer
-    does, so the trainer can fine-tune from it; the same folder refuses other model hparams."""
+    does, so a fine-tuning run's checks read it; the same folder refuses other model
+    hparams."""
     problem = registry.problems[PROBLEM]()
     hparams = create_hparams("transformer_tiny", HPARAMS)
     source = tmp_path / "from_python"
@@ -146,10 +147,11 @@ def test_a_run_trained_from_python_is_recorded_as_the_trainers_and_fine_tunes(tm
     assert (source / "flags.txt").read_text().splitlines() == [
         f"--problem={PROBLEM}", "--model=transformer", f"--output_dir={source}"]
 
-    tuned = trainer(f"--hparams={FINE_TUNING_HPARAMS}", f"--output_dir={tmp_path / 'tuned'}",
-                    f"--warm_start_from={source}", "--schedule=train", "--train_steps=2")
-    assert tuned.returncode == 0, tuned.stderr
-    assert f"Warm-started from {source / 'ckpt-2.weights.h5'}" in tuned.stdout
+    checkpoint = warm_start.source_checkpoint(str(source))
+    assert checkpoint == str(source / "ckpt-2.weights.h5")
+    assert warm_start.source_hparams(checkpoint) == hparams
+    warm_start.check_source(checkpoint, problem, create_hparams("transformer_tiny",
+                                                                FINE_TUNING_HPARAMS))
 
     recorded = (source / "hparams.json").read_text()
     with pytest.raises(ConfigurationError, match=r"different hparams \(hidden_size differ\)"):

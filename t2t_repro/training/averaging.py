@@ -5,10 +5,12 @@ the `.weights.h5` files directly with h5py, so it needs no model, is fast, and w
 Keras writes a compiled model's optimizer variables under the top-level group named after the
 model's `optimizer` attribute; those, and every non-float dataset, are taken from the newest
 checkpoint, so the result has the training checkpoints' layout and `model.load_weights` reads it
-like any of them.
+like any of them. `average_run` averages a run's last checkpoints into a folder of their own
+(what `python -m t2t_repro.avg_checkpoints` does).
 """
 
 import contextlib
+import json
 import os
 import shutil
 
@@ -16,8 +18,10 @@ import h5py
 import ml_dtypes
 import numpy as np
 
-from t2t_repro.utils.atomic_files import atomic_path
-from t2t_repro.errors import UserError
+from t2t_repro.errors import ConfigurationError, UserError
+from t2t_repro.names import AVERAGED_MARKER
+from t2t_repro.training import run_records
+from t2t_repro.utils.atomic_files import atomic_path, write_text_atomically
 
 OPTIMIZER_GROUP = "optimizer"
 
@@ -107,3 +111,52 @@ def average_checkpoints(paths, output_path):
                         total += np.asarray(datasets[name][()]).view(dtype)
                     target[()] = (total / len(paths)).astype(dtype).view(target.dtype)
     return output_path
+
+
+def average_run(output_dir, avg_dir, n, last=None, print_fn=print):
+    """Averages the newest `n` checkpoints of the run in `output_dir` into `avg_dir`; returns
+    the average's path, `<avg_dir>/ckpt-<newest step>.weights.h5`.
+
+    With `last` (a checkpoint file, such as the run's best/ one) the `n` are those ending at
+    it: it, and the run's newest checkpoints older than its step. `avg_dir` gets a copy of the
+    run's hparams.json and flags.txt (`run_records.copy_run_record`) and `averaged.json`
+    naming the run and the steps, so it is itself a run folder to decode, evaluate and export
+    from, which the trainer refuses to train in. The run's own files are only read.
+    """
+    from t2t_repro.training import checkpoints
+
+    if os.path.realpath(avg_dir) == os.path.realpath(output_dir):
+        raise ConfigurationError("--avg_dir must differ from --output_dir: the average would "
+                                 "replace the run's newest checkpoint.")
+    if not os.path.isdir(output_dir):
+        raise ConfigurationError(f"--output_dir {output_dir} does not exist.")
+    found = checkpoints.list_checkpoints(output_dir)
+    if last is not None:
+        found = _ending_at(found, last)
+    if not found:
+        raise ConfigurationError(f"No checkpoints (ckpt-<step>.weights.h5) in {output_dir}.")
+    if len(found) < n:
+        print_fn(f"Only {len(found)} checkpoint(s) in {output_dir}, fewer than --n={n}; "
+                 f"averaging all of them.")
+    chosen = found[-n:]
+    steps = [step for step, _ in chosen]
+    path = average_checkpoints([path for _, path in chosen],
+                               checkpoints.checkpoint_path(avg_dir, steps[-1]))
+    run_records.copy_run_record(output_dir, avg_dir)
+    write_text_atomically(os.path.join(avg_dir, AVERAGED_MARKER), json.dumps({
+        "averaged_from": os.path.abspath(output_dir), "steps": steps}) + "\n")
+    print_fn(f"Averaged {len(chosen)} checkpoint(s) of {output_dir}, steps "
+             f"{', '.join(map(str, steps))}, into {path}.")
+    return path
+
+
+def _ending_at(found, last):
+    """The run's `[(step, path)]` checkpoints `found` that come before the checkpoint file
+    `last`, then `last` itself."""
+    from t2t_repro.training import checkpoints
+
+    step = checkpoints.checkpoint_step(last)
+    if step is None:
+        raise ConfigurationError(f"--checkpoint_path names {last}, which is no "
+                                 f"ckpt-<step>.weights.h5: its step orders the average.")
+    return [(older, path) for older, path in found if older < step] + [(step, last)]

@@ -76,3 +76,20 @@ def recorded_problem(run_dir):
                                  f"registered here; give the --t2t_usr_dir that registers it.")
     return registry.problems[name](data_dir=recorded.get("data_dir"),
                                    data_hparams=recorded.get("data_hparams", ""))
+
+
+def copy_run_record(run_dir, to_dir):
+    """Copies `run_dir`'s hparams.json and flags.txt into `to_dir`, flags.txt's --output_dir
+    pointed at `to_dir`: `--flagfile=<to_dir>/flags.txt` then reads `to_dir`'s checkpoints
+    (averaged ones, say), not the run's."""
+    hparams_path = os.path.join(run_dir, HPARAMS_FILENAME)
+    if os.path.exists(hparams_path):
+        with open(hparams_path, encoding="utf-8") as f:
+            write_text_atomically(os.path.join(to_dir, HPARAMS_FILENAME), f.read())
+    flags_path = os.path.join(run_dir, FLAGS_FILENAME)
+    if os.path.exists(flags_path):
+        with open(flags_path, encoding="utf-8") as f:
+            lines = [f"--output_dir={to_dir}" if line.startswith("--output_dir=") else line
+                     for line in f.read().splitlines()]
+        write_text_atomically(os.path.join(to_dir, FLAGS_FILENAME),
+                              "".join(line + "\n" for line in lines))
