@@ -19,14 +19,14 @@ names its line. Needs no TensorFlow.
 
 import itertools
 import sys
-from http import HTTPStatus
 
 from absl import flags
 
 from t2t_repro.cli import entry_point, run_flags  # noqa: F401 (run_flags: --model_name)
 from t2t_repro.cli.entry_point import FlagAlias, apply_flag_aliases, check_usage
 from t2t_repro.errors import ConfigurationError
-from t2t_repro.serving.client import BEST_SIGNATURE, QueryError, ServerError, predict, score
+from t2t_repro.serving.client import (BEST_SIGNATURE, QueryError, answers_in_batches, predict,
+                                      score)
 from t2t_repro.utils.text_lines import (TextLinesError, beams_line, iter_lines, output_field,
                                         score_line, source_target_pair)
 
@@ -55,62 +55,23 @@ def answer_line(answer):
     return output_field(answer[0]) if isinstance(answer, tuple) else beams_line(answer)
 
 
-def batches(lines, batch_size):
-    """Lists of up to `batch_size` consecutive lines."""
-    batch = []
-    for line in lines:
-        batch.append(line)
-        if len(batch) == batch_size:
-            yield batch
-            batch = []
-    if batch:
-        yield batch
-
-
-def print_translations(texts):
-    """Sends `texts` in one request and prints their translations (with --score: the scores
-    of the pairs they are; a ValueError for a line that is not one)."""
+def output_lines(texts):
+    """One request of `texts` and the lines printed for its answers: translations, or with
+    --score the scores of the pairs they are (a ValueError for a line that is not one)."""
     if FLAGS.score:
         pairs = [source_target_pair(text) for text in texts]
-        lines = [score_line(*answer) for answer in score(FLAGS.server, FLAGS.model_name, pairs,
-                                                           FLAGS.timeout)]
-    else:
-        lines = map(answer_line, predict(FLAGS.server, FLAGS.model_name, texts,
-                                         FLAGS.signature_name, FLAGS.timeout))
-    print("\n".join(lines), flush=True)
-
-
-def print_translation(number, text, label):
-    """Sends line `number` of `label` alone and prints its translation; the server's refusal
-    of it, or a --score line that is not a pair, is a QueryError naming the line."""
-    try:
-        print_translations([text])
-    except ServerError as error:
-        if error.status != HTTPStatus.BAD_REQUEST:
-            raise
-        raise QueryError(f"{label} line {number}: {error}") from None
-    except ValueError as error:
-        raise QueryError(f"{label} line {number}: {error}") from None
+        return [score_line(*answer) for answer in score(FLAGS.server, FLAGS.model_name, pairs,
+                                                          FLAGS.timeout)]
+    return [answer_line(answer) for answer in predict(FLAGS.server, FLAGS.model_name, texts,
+                                                      FLAGS.signature_name, FLAGS.timeout)]
 
 
 def translate(numbered_lines, batch_size, label):
     """Prints the translations of `numbered_lines` ((line number, text) pairs of the stream
-    `label`), a batch at a time; the first error ends the run. A batch the server rejects as
-    bad (400), or with a line that is not a pair to score, is sent again line by line, so that
-    the lines before the bad one are printed and the error names its line rather than its
-    place in the batch."""
-    for batch in batches(numbered_lines, batch_size):
-        if len(batch) > 1:
-            try:
-                print_translations([text for _, text in batch])
-                continue
-            except ServerError as error:
-                if error.status != HTTPStatus.BAD_REQUEST:
-                    raise
-            except ValueError:
-                pass
-        for number, text in batch:
-            print_translation(number, text, label)
+    `label`) a batch at a time as they come; the first error ends the run, naming its line
+    (`client.answers_in_batches`)."""
+    for lines in answers_in_batches(output_lines, numbered_lines, batch_size, label):
+        print("\n".join(lines), flush=True)
 
 
 def translate_interactively():

@@ -2,16 +2,19 @@
 
 `predict` sends texts in one `POST /v1/models/NAME:predict` (`{"instances": [...]}`) and gives
 back each input's translation; `score` sends (source, target) pairs to the `score` signature
-and gives back each target's log-probability and pieces. The request and reply helpers are
+and gives back each target's log-probability and pieces; `answers_in_batches` sends a stream of
+lines a batch at a time and names the line a server refuses. The request and reply helpers are
 shared with the serving benchmark, which keeps its own connections open. Standard library only:
 a client machine needs nothing of this project's dependencies.
 """
 
 import http.client
+import itertools
 import json
 import urllib.error
 import urllib.parse
 import urllib.request
+from http import HTTPStatus
 
 from t2t_repro.errors import UserError
 from t2t_repro.names import BEST_SIGNATURE, SCORE_SIGNATURE
@@ -115,3 +118,41 @@ def _predict(server, model_name, instances, signature_name, timeout, answer=None
         raise QueryError(f"{url} did not answer within {timeout} s.") from None
     except (OSError, http.client.HTTPException) as error:
         raise QueryError(f"the request to {url} failed: {error!r}") from None
+
+
+def answers_in_batches(send, numbered_lines, batch_size, label):
+    """Yields the answers of `numbered_lines` ((line number, text) pairs of the stream `label`),
+    a batch's list at a time, in order; `send(texts)` makes one request of them and returns
+    their answers, or raises ValueError for a text it cannot send.
+
+    A batch the server rejects as bad (HTTP 400), or that holds a text `send` refuses, is sent
+    again line by line, so that the answers of the lines before the bad one are yielded and
+    the QueryError raised names its line rather than its place in the batch. Any other server
+    error is raised as it is.
+    """
+    lines = iter(numbered_lines)
+    while batch := list(itertools.islice(lines, batch_size)):
+        if len(batch) > 1:
+            try:
+                yield send([text for _, text in batch])
+                continue
+            except ServerError as error:
+                if error.status != HTTPStatus.BAD_REQUEST:
+                    raise
+            except ValueError:
+                pass
+        for number, text in batch:
+            yield _answer_of_line(send, number, text, label)
+
+
+def _answer_of_line(send, number, text, label):
+    """`send([text])`; the server's refusal of it (400) or `send`'s ValueError is a QueryError
+    naming line `number` of `label`."""
+    try:
+        return send([text])
+    except ServerError as error:
+        if error.status != HTTPStatus.BAD_REQUEST:
+            raise
+        raise QueryError(f"{label} line {number}: {error}") from None
+    except ValueError as error:
+        raise QueryError(f"{label} line {number}: {error}") from None
