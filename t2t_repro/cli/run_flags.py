@@ -9,4 +9,3 @@ flags.DEFINE_string("export_dir", None, "Exported versions: integer-named versio
                     "(default: <output_dir>/export); serve takes the newest.")
 flags.DEFINE_string("model_name", "default", "The served model's name, in its URLs "
                     "/v1/models/NAME.")
-
