@@ -76,6 +76,7 @@ def score(problem, decode_hparams):
 
 
 def run():
+    from t2t_repro.decoding.alignments import Aligner
     from t2t_repro.decoding.text_decoding import create_decode_hparams, create_search, input_limit
 
     if FLAGS.decode_to_file:  # before the work whose result it is to hold
@@ -98,7 +99,7 @@ def run():
     checkpoint, model = ensemble_models.load_decoding_model(problem, hparams)
     model = model_in_precision(model, FLAGS.decode_precision)
     max_input_tokens = input_limit(model, FLAGS.max_input_tokens)
-    aligner = alignment_of(model, problem, decode_hparams)
+    aligner = Aligner(model, problem, decode_hparams) if decode_hparams.return_alignments else None
     if sources is not None:
         file_decoding.check_source_lengths(model, sources[1], FLAGS.decode_from_file,
                                            max_input_tokens)
@@ -116,24 +117,6 @@ def run():
     else:
         file_decoding.decode_interactively(problem, search, decode_hparams, max_input_tokens,
                                            aligner=aligner)
-
-
-def alignment_of(model, problem, decode_hparams):
-    """The `Aligner` the decode hparams ask for (`return_alignments`), or None."""
-    from t2t_repro.decoding.alignments import Aligner
-    from t2t_repro.decoding.ensemble import Ensemble
-
-    if not decode_hparams.return_alignments:
-        return None
-    if isinstance(model, Ensemble):
-        raise ConfigurationError(
-            "decode hparam return_alignments takes one model's attention, not an ensemble's: "
-            "give --checkpoint_path one run or checkpoint.")
-    if decode_hparams.return_beams:
-        raise ConfigurationError(
-            "decode hparams return_alignments and return_beams cannot be combined: an "
-            "alignment is written for the best hypothesis only; drop return_beams.")
-    return Aligner(model, problem, decode_hparams)
 
 
 def main(argv):

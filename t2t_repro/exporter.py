@@ -73,15 +73,6 @@ def export_saved_model(problem, hparams, checkpoint, model, target):
     from t2t_repro.serving.export import TextToTextModule, write_export
 
     decode_hparams = create_decode_hparams(problem, FLAGS.decode_hparams)
-    if decode_hparams.return_alignments:
-        raise ConfigurationError(
-            "decode hparam return_alignments applies to t2t_repro.decoder; a SavedModel "
-            "answers translations only. For attention outside TensorFlow, export "
-            "--export_format=ctranslate2 with alignment_layer and alignment_heads.")
-    if decode_hparams.sampling_method != "argmax":
-        raise ConfigurationError("an export runs beam or greedy search; sampling_method="
-                                 f"{decode_hparams.sampling_method} is the decoder's only "
-                                 f"(python -m t2t_repro.decoder).")
     module = TextToTextModule(model_in_precision(model, FLAGS.decode_precision), problem,
                               decode_hparams, FLAGS.max_input_tokens)
     info = {

@@ -95,12 +95,23 @@ def _without_eos(ids):
 class Aligner:
     """Pharaoh alignments of decoded sentences, as the decode hparams say.
 
-    Raises ConfigurationError when `alignment_layer` or `alignment_heads` do not fit `model`,
-    the unit is unknown, or `alignment_unit=word` is asked of a problem without SentencePiece
-    pieces.
+    Raises ConfigurationError when `model` is an ensemble (an alignment is one model's
+    attention), `return_beams` is asked too (it is the best hypothesis's), `alignment_layer` or
+    `alignment_heads` do not fit `model`, the unit is unknown, or `alignment_unit=word` is
+    asked of a problem without SentencePiece pieces.
     """
 
     def __init__(self, model, problem, decode_hparams):
+        from t2t_repro.decoding.ensemble import Ensemble
+
+        if isinstance(model, Ensemble):
+            raise ConfigurationError(
+                "decode hparam return_alignments takes one model's attention, not an "
+                "ensemble's: give --checkpoint_path one run or checkpoint.")
+        if "return_beams" in decode_hparams and decode_hparams.return_beams:
+            raise ConfigurationError(
+                "decode hparams return_alignments and return_beams cannot be combined: an "
+                "alignment is written for the best hypothesis only; drop return_beams.")
         check_alignment_hparams(decode_hparams, len(model.decoder_layers), model.hparams.num_heads)
         self.model = model
         self.layer = decode_hparams.alignment_layer

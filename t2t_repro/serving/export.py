@@ -41,6 +41,20 @@ class ExportError(UserError, ValueError):
     """An export that cannot be written as asked; the message says what to change."""
 
 
+def check_decode_hparams(decode_hparams):
+    """ExportError for decode hparams an export cannot answer with: it runs beam or greedy
+    search and answers translations, so sampling and alignments are the decoder's only."""
+    if decode_hparams.return_alignments:
+        raise ExportError(
+            "decode hparam return_alignments applies to t2t_repro.decoder; a SavedModel "
+            "answers translations only. For attention outside TensorFlow, export "
+            "--export_format=ctranslate2 with alignment_layer and alignment_heads.")
+    if decode_hparams.sampling_method != "argmax":
+        raise ExportError("an export runs beam or greedy search; sampling_method="
+                          f"{decode_hparams.sampling_method} is the decoder's only "
+                          f"(python -m t2t_repro.decoder).")
+
+
 class TextToTextModule(tf.Module):
     """The exported object: the model's weights, the problem's in-graph text codec and the
     signatures. `max_input_tokens`: see `input_limit`.
@@ -50,6 +64,7 @@ class TextToTextModule(tf.Module):
     trained model's optimizer slots with them."""
 
     def __init__(self, model, problem, decode_hparams, max_input_tokens=None):
+        check_decode_hparams(decode_hparams)
         super().__init__(name="text_to_text")
         self.max_input_tokens = input_limit(model, max_input_tokens)
         self.model_variables = [variable.value for variable in model.variables]

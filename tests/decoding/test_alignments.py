@@ -58,3 +58,11 @@ def test_settings_that_do_not_fit_the_model_are_errors(setting, named):
     with pytest.raises(ConfigurationError, match=named):
         alignments.check_alignment_hparams(decode_hparams, num_layers=2, num_heads=4)
     alignments.check_alignment_hparams(alignments.add_alignment_hparams(HParams()), 2, 4)
+
+
+def test_every_beam_with_alignments_is_an_error_naming_the_fix():
+    """An alignment is the best hypothesis's; the model is not read (there is none here)."""
+    decode_hparams = HParams(return_beams=True, return_alignments=True)
+    with pytest.raises(ConfigurationError, match="return_alignments and return_beams cannot be "
+                                                 "combined: .*; drop return_beams"):
+        alignments.Aligner(None, None, decode_hparams)

@@ -299,6 +299,22 @@ def test_a_flag_of_the_other_format_is_an_error(ende, tmp_path, flag, other_form
     assert not (tmp_path / "export").exists()
 
 
+@pytest.mark.parametrize("overrides, named", [
+    ("return_alignments=true", "decode hparam return_alignments applies to t2t_repro.decoder"),
+    ("beam_size=1,sampling_method=random", "sampling_method=random is the decoder's only"),
+])
+def test_the_module_refuses_decode_hparams_an_export_cannot_answer_with(overrides, named):
+    """From Python too, before the model is read (there is none here)."""
+    from t2t_repro import registry
+    from t2t_repro.decoding.text_decoding import create_decode_hparams
+    from t2t_repro.serving.export import ExportError, TextToTextModule
+
+    problem = registry.problems["algorithmic_copy"]()
+    with pytest.raises(ExportError) as error:
+        TextToTextModule(None, problem, create_decode_hparams(problem, overrides))
+    assert named in str(error.value)
+
+
 def test_a_saved_model_with_alignments_is_an_error(ende, tmp_path):
     refused = run_module("t2t_repro.exporter", f"--output_dir={ende['run']}",
                          "--decode_hparams=return_alignments=true",
