@@ -108,6 +108,39 @@ def run_module_in_subprocess(module, *args, timeout=HANG_GUARD_S, input=None):
     )
 
 
+RUN_EXPORT = TESTS_DIR / "serving" / "run_export.py"
+
+
+@pytest.fixture(scope="session")
+def export_runner(tmp_path_factory):
+    """`run_export(version_dir, request)`: `tests/serving/run_export.py`'s JSON answer to
+    `request` on the export, from one process of TensorFlow and TensorFlow Text alone that
+    answers this worker's every request (each process would import TensorFlow again)."""
+    import json
+    import selectors
+
+    errors_path = tmp_path_factory.mktemp("run_export") / "stderr.txt"
+    with open(errors_path, "w") as errors:
+        process = subprocess.Popen([sys.executable, str(RUN_EXPORT)], stdin=subprocess.PIPE,
+                                   stdout=subprocess.PIPE, stderr=errors, text=True,
+                                   env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+    answers = selectors.DefaultSelector()
+    answers.register(process.stdout, selectors.EVENT_READ)
+
+    def run_export(version_dir, request):
+        process.stdin.write(json.dumps({"export": str(version_dir), "request": request}) + "\n")
+        process.stdin.flush()
+        assert answers.select(HANG_GUARD_S), "run_export.py gave no answer"
+        line = process.stdout.readline()
+        assert line, errors_path.read_text()[-3000:]
+        return json.loads(line)
+
+    yield run_export
+    process.stdin.close()
+    process.wait(HANG_GUARD_S)
+    answers.close()
+
+
 def _exit_status(code):
     """The status a process exiting with SystemExit(`code`) has; a message is printed first."""
     if code is None:
@@ -271,13 +304,16 @@ def ende_data_dir(multi30k_tmp_dir, tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def ende_run(ende_data_dir, tmp_path_factory):
-    """transformer_tiny trained 100 steps on translate_ende (Multi30k), checkpoints at 50 and
-    100, once for the test run: the decoder's and the exporter's tests read it, and write only
-    into folders of their own (the exporter's versions under its export/ and ctranslate2/)."""
+    """transformer_tiny with one layer trained 100 steps on translate_ende (Multi30k),
+    checkpoints at 50 and 100, once for the test run: the decoder's and the exporter's tests
+    read it, and write only into folders of their own (the exporter's versions under its export/
+    and ctranslate2/). What they check does not depend on depth; every decoder layer's
+    alignments are tested in tests/decoding/test_alignments.py."""
     def train(folder):
         result = run_module(
             "t2t_repro.trainer", "--problem=translate_ende", "--hparams_set=transformer_tiny",
-            "--hparams=batch_size=1024,max_length=64", f"--data_dir={ende_data_dir}",
+            "--hparams=batch_size=1024,max_length=64,num_hidden_layers=1",
+            f"--data_dir={ende_data_dir}",
             f"--output_dir={folder / 'run'}", "--train_steps=100", "--save_checkpoints_steps=50",
             "--schedule=train", "--random_seed=1",
         )

@@ -14,10 +14,10 @@ from t2t_repro.data.trees import delinearise
 from test_trainer import run_trainer
 
 EVAL_DECODE_EXAMPLES = 8
-# A tiny model and budget, so that a few dozen CPU steps move the loss.
+# A tiny model (one layer) and budget, so that a few dozen CPU steps move the loss.
 SMALL_RUN = [
     "--hparams_set=transformer_tiny",
-    "--hparams=batch_size=1024,max_length=64",
+    "--hparams=batch_size=1024,max_length=64,num_hidden_layers=1",
     "--train_steps=40",
     "--eval_every=20",
     "--eval_steps=4",

@@ -38,9 +38,10 @@ def check_alignment_hparams(decode_hparams, num_layers, num_heads):
     model of `num_layers` decoder layers of `num_heads` heads."""
     layer, heads = decode_hparams.alignment_layer, decode_hparams.alignment_heads
     if not -num_layers <= layer < num_layers:
-        raise ConfigurationError(
-            f"decode hparam alignment_layer={layer}: the model has {num_layers} decoder layers; "
-            f"use 0 to {num_layers - 1}, or -1 for the last.")
+        layers, choices = ((f"{num_layers} decoder layers", f"0 to {num_layers - 1}")
+                           if num_layers > 1 else ("1 decoder layer", "0"))
+        raise ConfigurationError(f"decode hparam alignment_layer={layer}: the model has "
+                                 f"{layers}; use {choices}, or -1 for the last.")
     if not 0 <= heads <= num_heads:
         raise ConfigurationError(
             f"decode hparam alignment_heads={heads}: the model has {num_heads} heads; use 1 to "

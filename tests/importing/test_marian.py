@@ -24,7 +24,13 @@ import yaml
 
 ctranslate2 = pytest.importorskip("ctranslate2")
 
-from conftest import HANG_GUARD_S, one_line_error, output_lines, run_module  # noqa: E402
+from conftest import (  # noqa: E402
+    HANG_GUARD_S,
+    RUN_EXPORT,
+    one_line_error,
+    output_lines,
+    run_module,
+)
 from ctranslate2.converters import MarianConverter  # noqa: E402
 from importing.fine_tuning import (  # noqa: E402
     fine_tune_one_step_on_both_backends,
@@ -35,7 +41,6 @@ from importing.marian_models import (  # noqa: E402
     model_yml,
     write_opus_mt_folder,
 )
-from serving.test_exporter import RUN_EXPORT  # noqa: E402
 
 TRAIN_LINES, TEST_LINES = 2000, 16
 MAX_LENGTH = 30
@@ -219,9 +224,10 @@ def test_the_export_answers_as_the_decoder_and_the_run_fine_tunes(opus_mt_import
     # The SavedModel runs in a fresh process with TensorFlow alone (serving/run_export.py),
     # started now so that its start-up overlaps the fine-tuning below.
     texts = tmp_path / "texts.json"
-    texts.write_text(json.dumps(multi30k["test.de"][:8]), encoding="utf-8")
+    texts.write_text(json.dumps({"export": str(run / "export" / "0"),
+                                 "request": multi30k["test.de"][:8]}) + "\n", encoding="utf-8")
     with open(texts, encoding="utf-8") as stdin:
-        serving = subprocess.Popen([sys.executable, str(RUN_EXPORT), str(run / "export" / "0")],
+        serving = subprocess.Popen([sys.executable, str(RUN_EXPORT)],
                                    stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                    text=True)
 

@@ -15,7 +15,6 @@ import pytest
 import sentencepiece
 from conftest import one_line_error, output_lines, run_module
 from sentencepiece import sentencepiece_model_pb2
-from serving.test_exporter import run_export
 
 from t2t_repro.names import EOS_ID
 
@@ -80,14 +79,15 @@ def deen_run(corpus, tmp_path_factory):
 
 def generate_and_train(root, hparams):
     """Datagen into `root`/data with the data hparams `hparams`, then transformer_tiny trained
-    30 steps into `root`/run; returns datagen's result."""
+    30 steps into `root`/run (one layer: what these tests check does not depend on depth);
+    returns datagen's result."""
     generated = datagen(root / "data", hparams)
     assert generated.returncode == 0, generated.stderr
     trained = run_module(
         "t2t_repro.trainer", "--problem=translate_text_files", f"--data_dir={root / 'data'}",
         f"--output_dir={root / 'run'}", "--hparams_set=transformer_tiny",
-        "--hparams=batch_size=1024,max_length=128", "--train_steps=30", "--schedule=train",
-        "--random_seed=1")
+        "--hparams=batch_size=1024,max_length=128,num_hidden_layers=1", "--train_steps=30",
+        "--schedule=train", "--random_seed=1")
     assert trained.returncode == 0, trained.stderr
     return generated
 
@@ -118,14 +118,14 @@ def test_decoding_scores_with_the_english_tokenized_bleu(deen_run, corpus, tmp_p
     assert all(line in decoded.stdout + decoded.stderr for line in report)
 
 
-def test_the_export_answers_as_the_decoder(deen_run, corpus):
-    """The SavedModel, in a fresh TensorFlow-only process, gives the decoder's outputs."""
+def test_the_export_answers_as_the_decoder(deen_run, corpus, export_runner):
+    """The SavedModel, in a process of TensorFlow alone, gives the decoder's outputs."""
     exported = run_module("t2t_repro.exporter", f"--output_dir={deen_run['run']}", DECODE_HPARAMS)
     assert exported.returncode == 0, exported.stderr
     decoded = run_module("t2t_repro.decoder", f"--output_dir={deen_run['run']}", DECODE_HPARAMS,
                          f"--decode_from_file={corpus / 'test.de'}")
     assert decoded.returncode == 0, decoded.stderr
-    answers = run_export(deen_run["run"] / "export" / "30", read_lines(corpus / "test.de"))
+    answers = export_runner(deen_run["run"] / "export" / "30", read_lines(corpus / "test.de"))
     assert answers["signatures"]["serving_default"]["outputs"] == output_lines(decoded.stdout)
     assert answers["project_modules"] == []
 
@@ -137,8 +137,9 @@ def fine_tune(deen_run, data_dir, output_dir):
     return run_module(
         "t2t_repro.trainer", "--problem=translate_text_files", f"--data_dir={data_dir}",
         f"--output_dir={output_dir}", "--hparams_set=transformer_tiny",
-        "--hparams=batch_size=1024,max_length=128,learning_rate_constant=0.5",
-        "--train_steps=2", "--schedule=train", f"--warm_start_from={deen_run['run']}")
+        "--hparams=batch_size=1024,max_length=128,learning_rate_constant=0.5,"
+        "num_hidden_layers=1", "--train_steps=2", "--schedule=train",
+        f"--warm_start_from={deen_run['run']}")
 
 
 def test_fine_tuning_on_another_corpus_encoded_with_the_runs_vocabulary(deen_run, corpus,
@@ -286,7 +287,8 @@ def test_decoding_reads_the_source_model_and_writes_through_the_target_one(separ
                                           for ids in outputs]
 
 
-def test_the_export_holds_both_models_and_answers_as_the_decoder(separate_run, corpus):
+def test_the_export_holds_both_models_and_answers_as_the_decoder(separate_run, corpus,
+                                                                 export_runner):
     exported = run_module("t2t_repro.exporter", f"--output_dir={separate_run['run']}",
                           DECODE_HPARAMS)
     assert exported.returncode == 0, exported.stderr
@@ -297,7 +299,7 @@ def test_the_export_holds_both_models_and_answers_as_the_decoder(separate_run, c
     decoded = run_module("t2t_repro.decoder", f"--output_dir={separate_run['run']}",
                          DECODE_HPARAMS, f"--decode_from_file={corpus / 'test.de'}")
     assert decoded.returncode == 0, decoded.stderr
-    answers = run_export(version, read_lines(corpus / "test.de"))
+    answers = export_runner(version, read_lines(corpus / "test.de"))
     assert answers["signatures"]["serving_default"]["outputs"] == output_lines(decoded.stdout)
     assert answers["project_modules"] == []
 

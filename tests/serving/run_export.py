@@ -1,9 +1,11 @@
-"""Runs an exported model the way a serving process would, importing only TensorFlow and
-TensorFlow Text: `python run_export.py EXPORT_VERSION_DIR` with a JSON list of input texts on
-stdin, or an object {"inputs": [...], "targets": [...]} of as many input and target texts;
-prints JSON: each signature's outputs and input/output specs (the `score` signature's on the
-(input, target) pairs, when targets are given), the error of each input given alone where it
-fails, and which modules of this project got imported (none should)."""
+"""Runs exported models the way a serving process would, importing only TensorFlow and
+TensorFlow Text: `python run_export.py` answers each line of its stdin, a JSON object
+{"export": EXPORT_VERSION_DIR, "request": ...} whose request is a list of input texts or an
+object {"inputs": [...], "targets": [...]} of as many input and target texts, with one line of
+JSON: each signature's outputs and input/output specs (the `score` signature's on the (input,
+target) pairs, when targets are given), the error of each input given alone where it fails,
+and which modules of this project got imported (none should). One process answers a test
+worker's every request (`conftest.export_runner`): TensorFlow is imported once."""
 
 import json
 import sys
@@ -34,10 +36,15 @@ def scores(signature, texts, targets):
 
 
 def main():
-    request = json.load(sys.stdin)
+    for line in sys.stdin:
+        query = json.loads(line)
+        print(json.dumps(answers(query["export"], query["request"])), flush=True)
+
+
+def answers(version_dir, request):
     texts = request["inputs"] if isinstance(request, dict) else request
     targets = request.get("targets") if isinstance(request, dict) else None
-    model = tf.saved_model.load(sys.argv[1])
+    model = tf.saved_model.load(version_dir)
     result = {"signatures": {}, "errors": {}}
     good = []
     for index, text in enumerate(texts):
@@ -58,7 +65,7 @@ def main():
     result["inputs"] = [texts[i] for i in good]
     result["project_modules"] = sorted(
         name for name in sys.modules if name.split(".")[0] in ("t2t_repro", "problems", "hparams"))
-    print(json.dumps(result))
+    return result
 
 
 if __name__ == "__main__":

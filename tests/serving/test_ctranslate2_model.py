@@ -99,10 +99,21 @@ def converted(request, tmp_path_factory):
             "translator": ctranslate2.Translator(str(directory), device="cpu")}
 
 
+def best_outputs(converted, beam_size):
+    """Our search's best outputs (α 0) for the converted model's sources, at most
+    MAX_SYMBOLS + 4 long: decoded once per model and beam size for the tests that read them."""
+    key = ("best", beam_size)
+    if key not in converted:
+        sources = converted["sources"]
+        converted[key] = TransformerBeamSearch(converted["model"], beam_size=beam_size,
+                                               alpha=0.0)(
+            sources, np.full(len(sources), MAX_SYMBOLS + 4)).best()
+    return converted[key]
+
+
 def test_greedy_outputs_equal_ours_id_for_id(converted):
     sources, length = converted["sources"], MAX_SYMBOLS + 4
-    ours = TransformerBeamSearch(converted["model"], beam_size=1, alpha=0.0)(
-        sources, np.full(len(sources), length)).best()
+    ours = best_outputs(converted, 1)
     theirs = converted["translator"].translate_batch(
         [tokens(row) for row in sources], beam_size=1, max_decoding_length=length)
     expected = [[int(i) for i in row if i != 0] for row in ours]
@@ -227,8 +238,7 @@ def test_alignments_equal_ctranslate2s_attention_argmax(converted, tmp_path, lay
     write_ctranslate2_model(converted["model"], SymbolProblem(), str(directory),
                             alignment_layer=layer, alignment_heads=heads)
     sources, length = converted["sources"], MAX_SYMBOLS + 4
-    ours = TransformerBeamSearch(converted["model"], beam_size=beam, alpha=0.0)(
-        sources, np.full(len(sources), length)).best()
+    ours = best_outputs(converted, beam)
     decode_hparams = add_alignment_hparams(HParams())
     decode_hparams.override_from_string(f"alignment_layer={layer},alignment_heads={heads}")
     our_alignments = Aligner(converted["model"], SymbolProblem(), decode_hparams)(

@@ -1,32 +1,19 @@
-"""`python -m t2t_repro.exporter` on briefly trained models: the SavedModel, run in a fresh
-process that imports only TensorFlow and TensorFlow Text, answers exactly as the decoder CLI
+"""`python -m t2t_repro.exporter` on briefly trained models: the SavedModel, run in a process
+of its own that imports only TensorFlow and TensorFlow Text, answers exactly as the decoder CLI
 does with the same weights and decode hparams (its score signature as --score_file, served
 too); its signatures, input limit, blank inputs, and versions that are never overwritten."""
 
 import json
-import pathlib
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
-from conftest import HANG_GUARD_S, output_lines, run_module
+from conftest import output_lines, run_module
 
-RUN_EXPORT = pathlib.Path(__file__).with_name("run_export.py")
 DECODE_HPARAMS = "--decode_hparams=beam_size=2,alpha=0.6,extra_length=5"
 SENTENCES = 16
 BLANKS = ["", "  \t "]
 MAX_INPUT_TOKENS = 40
-
-
-def run_export(version_dir, texts):
-    """run_export.py's JSON for `texts`, in a fresh process."""
-    result = subprocess.run([sys.executable, str(RUN_EXPORT), str(version_dir)],
-                            input=json.dumps(texts), capture_output=True, text=True,
-                            timeout=HANG_GUARD_S)
-    assert result.returncode == 0, result.stderr
-    return json.loads(result.stdout)
 
 
 def decoder_lines(problem_flags, output_dir, source_file, *flags):
@@ -38,10 +25,10 @@ def decoder_lines(problem_flags, output_dir, source_file, *flags):
 
 @pytest.fixture(scope="module")
 def ende(ende_run, ende_data_dir, shared_data_dir, tmp_path_factory):
-    """conftest's ende_run (transformer_tiny trained 100 steps on Multi30k) exported into this
-    module's own folder (the run is shared with other test files and workers); the first
-    SENTENCES test_2016_flickr lines, then BLANKS, in a file; and the German references of
-    those lines."""
+    """conftest's ende_run (one-layer transformer_tiny trained 100 steps on Multi30k) exported
+    into this module's own folder (the run is shared with other test files and workers); the
+    first SENTENCES test_2016_flickr lines, then BLANKS, in a file; and the German references
+    of those lines."""
     directory = tmp_path_factory.mktemp("export")
     problem_flags = ["--problem=translate_ende", f"--data_dir={ende_data_dir}"]
     export_dir = directory / "export"
@@ -64,21 +51,36 @@ def ende(ende_run, ende_data_dir, shared_data_dir, tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def ende_answers(ende):
+def ende_answers(ende, export_runner):
     too_long = " ".join(["a man rides a horse"] * 20)
-    return run_export(ende["version_dir"], {
+    return export_runner(ende["version_dir"], {
         "inputs": ende["lines"] + BLANKS + [too_long],
         "targets": ende["references"] + ["", "Ein Mann."] + [""]})
+
+
+@pytest.fixture(scope="module")
+def ende_decodes(ende):
+    """The decoder CLI's lines for the source file, with the export's decode hparams."""
+    return decoder_lines(ende["flags"], ende["run"], ende["source_file"])
+
+
+@pytest.fixture(scope="module")
+def ende_server(ende):
+    """The export served by `python -m t2t_repro.serve` as model "ende"."""
+    from t2t_repro.serving.local_server import LocalServer
+
+    with LocalServer([f"--export_dir={ende['version_dir'].parent}", "--model_name=ende"]) as server:
+        yield server
 
 
 def test_the_export_needs_nothing_of_this_package(ende_answers):
     assert ende_answers["project_modules"] == []
 
 
-def test_outputs_equal_the_decoder_cli(ende, ende_answers):
+def test_outputs_equal_the_decoder_cli(ende_answers, ende_decodes):
     """Blank lines included: both give an empty line."""
     best = ende_answers["signatures"]["serving_default"]
-    expected = decoder_lines(ende["flags"], ende["run"], ende["source_file"])
+    expected = ende_decodes
     assert best["outputs"] == expected
     assert expected[SENTENCES:] == ["", ""]
     assert len(set(expected)) >= 5, "the model should write varied sentences"
@@ -162,7 +164,7 @@ def test_a_version_is_never_overwritten(ende):
     assert (ende["version_dir"] / "assets" / "translate_ende.spm.model").is_file()
 
 
-def test_algorithmic_problem_exports_symbols_to_symbols(tmp_path):
+def test_algorithmic_problem_exports_symbols_to_symbols(export_runner, tmp_path):
     flags = ["--problem=algorithmic_reverse"]
     trained = run_module("t2t_repro.trainer", *flags, "--hparams_set=transformer_tiny",
                          "--hparams=num_hidden_layers=1",  # the export's mechanics: one layer
@@ -173,7 +175,7 @@ def test_algorithmic_problem_exports_symbols_to_symbols(tmp_path):
                           DECODE_HPARAMS, "--version=7")
     assert exported.returncode == 0, exported.stderr
     lines = ["3 1 4 1 5", "9 2 6", "0", "5 3 5 8 9 7 9 3 2 3 8 4"]
-    answers = run_export(tmp_path / "run" / "export" / "7", lines + ["3 x 4"])
+    answers = export_runner(tmp_path / "run" / "export" / "7", lines + ["3 x 4"])
     source_file = tmp_path / "in.txt"
     source_file.write_text("".join(line + "\n" for line in lines))
     expected = decoder_lines(flags, tmp_path / "run", source_file)
@@ -181,36 +183,31 @@ def test_algorithmic_problem_exports_symbols_to_symbols(tmp_path):
     assert "accepts only the symbols 0..9" in answers["errors"]["3 x 4"]
 
 
-def test_the_served_export_answers_as_the_decoder_cli(ende):
+def test_the_served_export_answers_as_the_decoder_cli(ende, ende_decodes, ende_server):
     """The export behind `python -m t2t_repro.serve`: sentences sent concurrently in requests
     of 4 (so the server batches them together) come back as the decoder wrote them."""
     from concurrent.futures import ThreadPoolExecutor
 
     from t2t_repro.serving.client import predict
-    from t2t_repro.serving.local_server import LocalServer
 
-    expected = decoder_lines(ende["flags"], ende["run"], ende["source_file"])
     requests = [ende["lines"][start:start + 4] for start in range(0, SENTENCES, 4)]
-    with LocalServer([f"--export_dir={ende['version_dir'].parent}", "--model_name=ende"]) as server:
-        assert server.version == "100"
-        with ThreadPoolExecutor(len(requests)) as pool:
-            answers = pool.map(lambda texts: predict(server.url, "ende", texts), requests)
-            served = [text for answer in answers for text, _ in answer]
-    assert served == expected[:SENTENCES]
+    assert ende_server.version == "100"
+    with ThreadPoolExecutor(len(requests)) as pool:
+        answers = pool.map(lambda texts: predict(ende_server.url, "ende", texts), requests)
+        served = [text for answer in answers for text, _ in answer]
+    assert served == ende_decodes[:SENTENCES]
 
 
-def test_the_server_answers_the_score_signature_as_query_score_prints_it(ende):
+def test_the_server_answers_the_score_signature_as_query_score_prints_it(ende, ende_server):
     """`python -m t2t_repro.query --score` against the served export: the decoder's
     --score_file lines; a line without a tab is an error naming it, after the lines before."""
     from conftest import one_line_error
-    from t2t_repro.serving.local_server import LocalServer
 
     expected = decoder_scores(ende)
-    with LocalServer([f"--export_dir={ende['version_dir'].parent}", "--model_name=ende"]) as server:
-        query = ["t2t_repro.query", f"--server={server.url}", "--model_name=ende", "--score"]
-        served = run_module(*query, f"--inputs_file={ende['score_file']}", "--batch_size=5")
-        malformed = run_module(*query, input=f"{ende['lines'][0]}\t{ende['references'][0]}\n"
-                                             "no tab here\n")
+    query = ["t2t_repro.query", f"--server={ende_server.url}", "--model_name=ende", "--score"]
+    served = run_module(*query, f"--inputs_file={ende['score_file']}", "--batch_size=5")
+    malformed = run_module(*query, input=f"{ende['lines'][0]}\t{ende['references'][0]}\n"
+                                         "no tab here\n")
     assert served.returncode == 0, served.stderr
     answers = [line.split("\t") for line in output_lines(served.stdout)]
     assert [int(pieces) for _, pieces in answers] == [pieces for _, pieces in expected]
@@ -378,6 +375,7 @@ def variable_bytes(version_dir):
 
 
 def test_a_bfloat16_export_holds_bfloat16_weights_and_answers_as_the_decoder(ende, ende_answers,
+                                                                            export_runner,
                                                                             tmp_path):
     """--decode_precision=bfloat16: every beam and score equal the decoder's with that flag
     (its scores are not float32's), from weights stored in half the bytes."""
@@ -389,7 +387,7 @@ def test_a_bfloat16_export_holds_bfloat16_weights_and_answers_as_the_decoder(end
     info = json.loads((version_dir / "assets.extra" / "export_info.json").read_text())
     assert info["decode_precision"] == "bfloat16"
     assert variable_bytes(version_dir) < 0.55 * variable_bytes(ende["version_dir"])
-    beams = run_export(version_dir, {"inputs": ende["lines"]})["signatures"]["beams"]
+    beams = export_runner(version_dir, {"inputs": ende["lines"]})["signatures"]["beams"]
     expected = [line.split("\t") for line in decoder_lines(
         ende["flags"], ende["run"], ende["source_file"], "--decode_hparams=beam_size=2,"
         "alpha=0.6,extra_length=5,return_beams=true", "--decode_precision=bfloat16")]
