@@ -25,11 +25,11 @@ def _cores_per_worker():
     return str(max(1, cores // workers))
 
 
-# TensorFlow's two thread pools, in this process and every process it starts, sized to its
-# share of the cores. By default each process sizes them to the whole machine, and on the
-# 2-core CI machine each worker's pool threads contend for the core the other worker needs
-# (BUILD.md, "Continuous integration").
-for _pool in ("TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS"):
+# TensorFlow's two thread pools and OpenMP's (CTranslate2's, and NumPy's BLAS), in this process
+# and every process it starts, sized to its share of the cores. By default each process sizes
+# them to the whole machine, and on the 2-core CI machine each worker's pool threads contend
+# for the core the other worker needs (BUILD.md, "Continuous integration").
+for _pool in ("TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS", "OMP_NUM_THREADS"):
     os.environ.setdefault(_pool, _cores_per_worker())
 
 import pytest  # noqa: E402
