@@ -307,8 +307,8 @@ def ende_run(ende_data_dir, tmp_path_factory):
     """transformer_tiny with one layer trained 100 steps on translate_ende (Multi30k),
     checkpoints at 50 and 100, once for the test run: the decoder's and the exporter's tests
     read it, and write only into folders of their own (the exporter's versions under its export/
-    and ctranslate2/). What they check does not depend on depth; every decoder layer's
-    alignments are tested in tests/decoding/test_alignments.py."""
+    and ctranslate2/). What they check does not depend on depth; each decoder layer's
+    alignments are checked on two-layer models in tests/serving/test_ctranslate2_model.py."""
     def train(folder):
         result = run_module(
             "t2t_repro.trainer", "--problem=translate_ende", "--hparams_set=transformer_tiny",
