@@ -35,6 +35,8 @@ from t2t_repro.training.losses import LabelSmoothedCrossEntropy  # noqa: E402
 VOCAB_SIZE = 24
 FIRST_SYMBOL = 2
 MAX_SYMBOLS = 10
+# The longest output of the greedy, beam, alignment and int8 comparisons, in both engines.
+OUTPUT_LENGTH = MAX_SYMBOLS + 4
 
 
 class SymbolProblem:
@@ -96,23 +98,22 @@ def converted(request, tmp_path_factory):
     write_ctranslate2_model(model, SymbolProblem(), str(directory), info={"test": True})
     sources, targets = reversal_examples(np.random.default_rng(1), 24)
     return {"model": model, "dir": directory, "sources": sources, "targets": targets,
-            "translator": ctranslate2.Translator(str(directory), device="cpu")}
+            "translator": ctranslate2.Translator(str(directory), device="cpu"),
+            "best_outputs": {}}
 
 
 def best_outputs(converted, beam_size):
-    """Our search's best outputs (α 0) for the converted model's sources, at most
-    MAX_SYMBOLS + 4 long: decoded once per model and beam size for the tests that read them."""
-    key = ("best", beam_size)
-    if key not in converted:
-        sources = converted["sources"]
-        converted[key] = TransformerBeamSearch(converted["model"], beam_size=beam_size,
-                                               alpha=0.0)(
-            sources, np.full(len(sources), MAX_SYMBOLS + 4)).best()
-    return converted[key]
+    """Our search's best outputs (α 0) for the converted model's sources, at most OUTPUT_LENGTH
+    long: decoded once per model and beam size for the tests that read them."""
+    decoded, sources = converted["best_outputs"], converted["sources"]
+    if beam_size not in decoded:
+        search = TransformerBeamSearch(converted["model"], beam_size=beam_size, alpha=0.0)
+        decoded[beam_size] = search(sources, np.full(len(sources), OUTPUT_LENGTH)).best()
+    return decoded[beam_size]
 
 
 def test_greedy_outputs_equal_ours_id_for_id(converted):
-    sources, length = converted["sources"], MAX_SYMBOLS + 4
+    sources, length = converted["sources"], OUTPUT_LENGTH
     ours = best_outputs(converted, 1)
     theirs = converted["translator"].translate_batch(
         [tokens(row) for row in sources], beam_size=1, max_decoding_length=length)
@@ -237,7 +238,7 @@ def test_alignments_equal_ctranslate2s_attention_argmax(converted, tmp_path, lay
     directory = tmp_path / "aligned"
     write_ctranslate2_model(converted["model"], SymbolProblem(), str(directory),
                             alignment_layer=layer, alignment_heads=heads)
-    sources, length = converted["sources"], MAX_SYMBOLS + 4
+    sources, length = converted["sources"], OUTPUT_LENGTH
     ours = best_outputs(converted, beam)
     decode_hparams = add_alignment_hparams(HParams())
     decode_hparams.override_from_string(f"alignment_layer={layer},alignment_heads={heads}")
@@ -285,7 +286,7 @@ def test_an_int8_conversion_is_ctranslate2s_int8_of_the_float32_model(converted,
     assert converted_int8.compute_type == quantized_at_load.compute_type == "int8_float32"
     # Bounded as our searches are: an int8 output that never ends would run past the learned
     # position table.
-    settings = {"beam_size": 1, "return_scores": True, "max_decoding_length": MAX_SYMBOLS + 4}
+    settings = {"beam_size": 1, "return_scores": True, "max_decoding_length": OUTPUT_LENGTH}
     expected = quantized_at_load.translate_batch(sources, **settings)
     got = converted_int8.translate_batch(sources, **settings)
     assert [r.hypotheses for r in got] == [r.hypotheses for r in expected]
