@@ -104,10 +104,14 @@ def test_a_layer_outside_both_stacks_is_an_error_naming_the_range():
     plots.check_layer(hparams, 1)
     plots.check_layer(hparams, -2)
     with pytest.raises(ConfigurationError, match="--layer=2 .* 2 encoder and 3 decoder layers; "
-                                                 "use 0..1"):
+                                                 "use 0 to 1, or -1 for the last.$"):
         plots.check_layer(hparams, 2)
     with pytest.raises(ConfigurationError, match="--layer=-3"):
         plots.check_layer(hparams, -3)
+    one_layer = hparams_lib.create_hparams("transformer_tiny", "num_hidden_layers=1")
+    with pytest.raises(ConfigurationError, match="1 encoder and 1 decoder layer; use 0, or -1 "
+                                                 "for the last.$"):
+        plots.check_layer(one_layer, 1)
 
 
 def test_command_line_draws_the_models_own_translation(run_dir, tmp_path):

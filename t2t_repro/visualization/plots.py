@@ -13,9 +13,11 @@ def check_layer(hparams, layer):
 
     counts = layer_counts(hparams)
     if not all(-count <= layer < count for count in counts):
+        last = min(counts) - 1
         raise ConfigurationError(
             f"--layer={layer} is not a layer of this model, which has {counts[0]} encoder and "
-            f"{counts[1]} decoder layers; use 0..{min(counts) - 1} (or -1 for the last).")
+            f"{counts[1]} decoder layer{'s' if counts[1] > 1 else ''}; use "
+            f"{f'0 to {last}' if last else '0'}, or -1 for the last.")
 
 
 def encode(problem, text, flag):
