@@ -65,19 +65,29 @@ def test_a_failed_cuinit_shows_when_a_cuda_driver_is_installed():
     assert without_startup_noise(ABSL_PREAMBLE + NO_DRIVER + CUINIT) == ""
 
 
-def after_import(environment):
-    """In a process that started with `environment` and imported TensorFlow as the commands
-    do: whether oneDNN is on, which optional imports TensorFlow's import left in sys.modules,
-    and whether they import afterwards."""
-    code = ("import json, sys\n"
+def after_import(environment, collection_enabled=True):
+    """In a process that started with `environment` (and automatic garbage collection on or
+    off) and imported TensorFlow as the commands do: whether oneDNN is on, which optional
+    imports TensorFlow's import left in sys.modules, and whether they import afterwards;
+    whether collection is on, how many objects the import froze, how many were collectable
+    (imported or made since) when the call was made again, and how many more are frozen after
+    it (frozen objects that die leave the count, so none frozen shows as 0 or less)."""
+    code = ("import gc, json, sys\n"
+            f"{'' if collection_enabled else 'gc.disable()'}\n"
             "from t2t_repro.cli.quiet_tensorflow import import_tensorflow\n"
             "import_tensorflow()\n"
+            "frozen = gc.get_freeze_count()\n"
             "from tensorflow.python.util import _pywrap_util_port\n"
             "left = sorted(name for name in ('jax', 'matplotlib') if name in sys.modules)\n"
             "import jax.numpy, matplotlib.pyplot\n"
+            "collectable = len(gc.get_objects())\n"
+            "import_tensorflow()\n"
             "print(json.dumps({'onednn': _pywrap_util_port.IsMklEnabled(), 'left': left,\n"
             "                  'jax_sum': float(jax.numpy.arange(4).sum()),\n"
-            "                  'pyplot': matplotlib.pyplot.__name__}))\n")
+            "                  'pyplot': matplotlib.pyplot.__name__,\n"
+            "                  'collection_enabled': gc.isenabled(), 'frozen': frozen,\n"
+            "                  'collectable': collectable,\n"
+            "                  'frozen_again': gc.get_freeze_count() - frozen}))\n")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             env=environment)
     assert result.returncode == 0, result.stderr
@@ -95,12 +105,18 @@ def default_import(environment_without_onednn_setting):
     return after_import(environment_without_onednn_setting)
 
 
+@pytest.fixture(scope="module")
+def import_told_otherwise(environment_without_onednn_setting):
+    """The import in a process told to leave oneDNN off, whose garbage collection is off."""
+    return after_import(dict(environment_without_onednn_setting, TF_ENABLE_ONEDNN_OPTS="0"),
+                        collection_enabled=False)
+
+
 def test_the_commands_turn_onednn_on_on_any_cpu_unless_told_otherwise(
-        default_import, environment_without_onednn_setting):
+        default_import, import_told_otherwise):
     """TensorFlow's own default leaves it off on CPUs without AVX-512."""
     assert default_import["onednn"] is True
-    told_otherwise = dict(environment_without_onednn_setting, TF_ENABLE_ONEDNN_OPTS="0")
-    assert after_import(told_otherwise)["onednn"] is False
+    assert import_told_otherwise["onednn"] is False
 
 
 def test_tensorflow_is_imported_without_jax_and_matplotlib_which_import_afterwards(
@@ -108,6 +124,19 @@ def test_tensorflow_is_imported_without_jax_and_matplotlib_which_import_afterwar
     assert default_import["left"] == []
     assert default_import["jax_sum"] == 6.0
     assert default_import["pyplot"] == "matplotlib.pyplot"
+
+
+def test_the_first_import_freezes_its_objects_and_collection_resumes_as_it_was(
+        default_import, import_told_otherwise):
+    """TensorFlow's import makes some 450,000 objects; frozen, no later collection walks them.
+    A second call (TensorFlow already there) freezes nothing: a test or a notebook that calls
+    it keeps its own objects collectable. Collection that was off stays off."""
+    assert default_import["collection_enabled"] is True
+    assert default_import["frozen"] > 100_000
+    assert default_import["collectable"] > 10_000
+    assert default_import["frozen_again"] <= 0
+    assert import_told_otherwise["collection_enabled"] is False
+    assert import_told_otherwise["frozen"] > 100_000
 
 
 def test_the_onednn_notice_is_noise():

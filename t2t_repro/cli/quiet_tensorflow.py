@@ -17,9 +17,15 @@ Importing TensorFlow also imports JAX where it is installed (for TFLite's JAX co
 Keras's image-gallery plot imports matplotlib.pyplot: a quarter of the import's time, for
 nothing a command uses (docs/performance.md, "Start-up"). Both are kept out while TensorFlow is
 imported; a command that needs either imports it afterwards as usual.
+
+The import makes about 450,000 objects that live as long as the process, and Python's automatic
+garbage collections, run again and again as their number grows, walk them each time: a quarter
+of the import's time again. So collection is paused while TensorFlow is imported, and what the
+import made is then frozen (`gc.freeze`), out of every later collection's sight.
 """
 
 import contextlib
+import gc
 import os
 import re
 import sys
@@ -88,13 +94,31 @@ def unimportable(*names):
                 del sys.modules[name]
 
 
+@contextlib.contextmanager
+def collection_paused_then_frozen():
+    """No automatic garbage collection inside the block; afterwards every object alive is
+    frozen (`gc.freeze`: left out of all later collections) and collection resumes as it was."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.freeze()
+        if was_enabled:
+            gc.enable()
+
+
 def import_tensorflow():
     """Imports TensorFlow with oneDNN on (unless TF_ENABLE_ONEDNN_OPTS says otherwise) and
-    enumerates its devices (where cuInit is called) quietly."""
+    enumerates its devices (where cuInit is called) quietly. Garbage collection is paused for
+    the first import only: a process that has TensorFlow already (a test, a notebook) keeps its
+    own objects collectable."""
     # CPU-feature and oneDNN notices are INFO lines that this level does stop.
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
-    with startup_noise_filtered(), unimportable(*OPTIONAL_IMPORTS_NO_COMMAND_USES):
+    first_import = "tensorflow" not in sys.modules
+    with (startup_noise_filtered(), unimportable(*OPTIONAL_IMPORTS_NO_COMMAND_USES),
+          collection_paused_then_frozen() if first_import else contextlib.nullcontext()):
         import tensorflow as tf
 
         tf.config.list_physical_devices()
