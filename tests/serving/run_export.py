@@ -7,11 +7,21 @@ target) pairs, when targets are given), the error of each input given alone wher
 and which modules of this project got imported (none should). One process answers a test
 worker's every request (`conftest.export_runner`): TensorFlow is imported once."""
 
+import gc
 import json
 import sys
 
-import tensorflow as tf
-import tensorflow_text  # noqa: F401  (registers the sentencepiece ops)
+# Started as the commands start (`cli.quiet_tensorflow`), without importing them: a serving
+# process has no JAX, which TensorFlow's import would otherwise import where it is installed,
+# and what the import makes lives as long as the process, so it is frozen, not collected again
+# and again (together, 2 s of the process's start).
+sys.modules["jax"] = None
+gc.disable()
+import tensorflow as tf  # noqa: E402
+import tensorflow_text  # noqa: F401,E402  (registers the sentencepiece ops)
+
+gc.freeze()
+gc.enable()
 
 
 def specs(signature):
