@@ -9,3 +9,9 @@ class UserError(Exception):
 
 class ConfigurationError(UserError):
     """A bad flag or flag combination; the message says what to change."""
+
+
+def layer_choices(count):
+    """The layer indices a flag or hparam may give for a stack of `count` layers, as an error
+    message names them: "0 to N, or -1 for the last" ("0, or -1 for the last" for one)."""
+    return f"{'0' if count == 1 else f'0 to {count - 1}'}, or -1 for the last"

@@ -16,7 +16,7 @@ heads (`serving.ctranslate2_model`) returns the same argmaxes.
 import numpy as np
 from keras import ops
 
-from t2t_repro.errors import ConfigurationError
+from t2t_repro.errors import ConfigurationError, layer_choices
 from t2t_repro.models.transformer import shift_right
 from t2t_repro.names import EOS_ID, PAD_ID
 
@@ -38,10 +38,9 @@ def check_alignment_hparams(decode_hparams, num_layers, num_heads):
     model of `num_layers` decoder layers of `num_heads` heads."""
     layer, heads = decode_hparams.alignment_layer, decode_hparams.alignment_heads
     if not -num_layers <= layer < num_layers:
-        layers, choices = ((f"{num_layers} decoder layers", f"0 to {num_layers - 1}")
-                           if num_layers > 1 else ("1 decoder layer", "0"))
-        raise ConfigurationError(f"decode hparam alignment_layer={layer}: the model has "
-                                 f"{layers}; use {choices}, or -1 for the last.")
+        raise ConfigurationError(
+            f"decode hparam alignment_layer={layer}: the model has {num_layers} decoder "
+            f"layer{'s' if num_layers > 1 else ''}; use {layer_choices(num_layers)}.")
     if not 0 <= heads <= num_heads:
         raise ConfigurationError(
             f"decode hparam alignment_heads={heads}: the model has {num_heads} heads; use 1 to "

@@ -4,7 +4,7 @@ schedule. The checks run before the model is loaded, and name the flag to change
 
 import os
 
-from t2t_repro.errors import ConfigurationError
+from t2t_repro.errors import ConfigurationError, layer_choices
 
 
 def check_layer(hparams, layer):
@@ -13,11 +13,10 @@ def check_layer(hparams, layer):
 
     counts = layer_counts(hparams)
     if not all(-count <= layer < count for count in counts):
-        last = min(counts) - 1
         raise ConfigurationError(
             f"--layer={layer} is not a layer of this model, which has {counts[0]} encoder and "
             f"{counts[1]} decoder layer{'s' if counts[1] > 1 else ''}; use "
-            f"{f'0 to {last}' if last else '0'}, or -1 for the last.")
+            f"{layer_choices(min(counts))}.")
 
 
 def encode(problem, text, flag):

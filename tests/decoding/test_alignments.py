@@ -47,7 +47,8 @@ def test_argmax_leaves_out_the_source_eos_and_padding():
 
 
 @pytest.mark.parametrize("setting, named", [
-    ("alignment_layer=2", "alignment_layer=2: the model has 2 decoder layers"),
+    ("alignment_layer=2",
+     "alignment_layer=2: the model has 2 decoder layers; use 0 to 1, or -1 for the last.$"),
     ("alignment_layer=-3", "alignment_layer=-3"),
     ("alignment_heads=5", "alignment_heads=5: the model has 4 heads"),
     ("alignment_heads=-1", "alignment_heads=-1"),
