@@ -102,6 +102,8 @@ TWO_REPLICAS = textwrap.dedent(
 
     mirrored = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
     TWO_REPLICAS, ONE_DEVICE = StepRunner(mirrored, distributed(mirrored)), StepRunner()
+    TWO_REPLICAS.prepare((1, 0.0), (2, 0.0), (1, 0.05))
+    ONE_DEVICE.prepare((1, 0.0), (1, 0.05))
 
     def difference(a, b):
         return max(float(np.abs(x - y).max()) for x, y in zip(a, b))
