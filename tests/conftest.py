@@ -32,6 +32,14 @@ def _cores_per_worker():
 for _pool in ("TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS", "OMP_NUM_THREADS"):
     os.environ.setdefault(_pool, _cores_per_worker())
 
+# XLA's CPU backend (JAX's, and TensorFlow's under jit_compile) generates code at LLVM's lowest
+# optimisation level in the tests and every process they start: they compile tiny models for a
+# few steps, where compiling is most of the time (the JAX worker script's CPU: 33.5 s at the
+# default level, 22.3 s at this one), and they check what the programs compute, which the level
+# changes by rounding only (under 4e-7 in the JAX-against-TensorFlow updates, whose tolerance is
+# 1e-5). Users and the benchmarks compile at the default level.
+os.environ.setdefault("XLA_FLAGS", "--xla_backend_optimization_level=0")
+
 import pytest  # noqa: E402
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
