@@ -67,12 +67,20 @@ class StepRunner:
         `new_model` seeds TensorFlow, which empties its kernel caches: a step that has run
         sets its graph up again at its next call after another model is built (1-2 s under
         MirroredStrategy), so a runner that alternates configurations builds them all first."""
-        for accumulation_steps, clip_norm in configurations:
-            self._model_and_step(accumulation_steps, clip_norm)
+        for configuration in configurations:
+            self._built(configuration)
 
     def _model_and_step(self, accumulation_steps, clip_norm):
-        key = (accumulation_steps, clip_norm)
-        if key not in self._prepared:
+        """The configuration's model and step, every variable back at its starting value."""
+        model, step, variables, start = self._built((accumulation_steps, clip_norm))
+        for variable, value in zip(variables, start):
+            variable.assign(value)
+        return model, step
+
+    def _built(self, configuration):
+        """(model, step, its variables, their starting values), built on first use."""
+        if configuration not in self._prepared:
+            accumulation_steps, clip_norm = configuration
             hparams = create_hparams("transformer_tiny", HPARAMS)
             with self.strategy.scope():
                 model = new_model(hparams)
@@ -81,8 +89,5 @@ class StepRunner:
                                        clip_norm=clip_norm)
             variables = list(model.variables) + list(model.optimizer.variables)
             start = [np.array(keras.ops.convert_to_numpy(v)) for v in variables]
-            self._prepared[key] = model, step, variables, start
-        model, step, variables, start = self._prepared[key]
-        for variable, value in zip(variables, start):
-            variable.assign(value)
-        return model, step
+            self._prepared[configuration] = model, step, variables, start
+        return self._prepared[configuration]
