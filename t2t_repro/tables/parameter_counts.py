@@ -117,7 +117,7 @@ def table3(vocab_size, rows=TABLE3):
 
 
 def _count_with_progress(row, vocab_size):
-    # Building every row takes about 25 s on two cores; say what is happening.
+    # Building every row takes seconds (module docstring); say what is happening.
     if sys.stderr.isatty():
         print(f"building {row.hparams_set} ...", file=sys.stderr, flush=True)
     return count_parameters(row.hparams_set, vocab_size)
