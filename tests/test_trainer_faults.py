@@ -20,14 +20,10 @@ from conftest import read_only_folder
 from t2t_repro.training import checkpoints
 from test_trainer import TINY_RUN, run_trainer
 
-# One layer of transformer_tiny: each kill lands where the trainer stopped itself
-# (stopping_trainer.py), so neither the model's size nor the machine's speed decides where.
-KILL_RUN = [
-    "--problem=algorithmic_copy", "--hparams_set=transformer_tiny",
-    "--hparams=batch_size=256,max_length=24,num_hidden_layers=1",
-    "--eval_decode_examples=0", "--eval_steps=2", "--log_every=5", "--eval_every=100000",
-    "--save_checkpoints_steps=3", "--keep_checkpoint_max=3", "--train_steps=30",
-]
+# The trainer tests' tiny run, checkpointing often: each kill lands where the trainer stopped
+# itself (stopping_trainer.py), so neither the model's size nor the machine's speed decides where.
+KILL_RUN = [*TINY_RUN, "--eval_every=100000", "--save_checkpoints_steps=3",
+            "--keep_checkpoint_max=3", "--train_steps=30"]
 
 
 STOPPING_TRAINER = pathlib.Path(__file__).parent / "training" / "stopping_trainer.py"

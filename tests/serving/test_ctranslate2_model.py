@@ -63,7 +63,7 @@ def trained_model(overrides):
     hparams = create_hparams("transformer_tiny", f"layer_prepostprocess_dropout=0.0,{overrides}")
     model = Transformer(hparams, VOCAB_SIZE, VOCAB_SIZE).build_weights()
     model.compile(optimizer=keras.optimizers.Adam(3e-3), loss=LabelSmoothedCrossEntropy(0.0))
-    # Adam's slots made inside fit's first trace would make Keras trace the step again (3 s).
+    # Adam's slots made inside fit's first trace would make Keras trace the step again (2-3 s).
     model.optimizer.build(model.trainable_variables)
     sources, targets = reversal_examples(np.random.default_rng(0), 9600)
     model.fit({"inputs": sources, "targets": targets}, targets, batch_size=32, epochs=1,
