@@ -29,7 +29,8 @@ import gc
 import os
 import re
 import sys
-import tempfile
+
+from t2t_repro.utils.stderr_lines import stderr_filtered
 
 _ABSL_PREAMBLE = re.compile(
     r"^WARNING: All log messages before absl::InitializeLog\(\) is called are written to STDERR$"
@@ -54,25 +55,10 @@ def without_startup_noise(text):
     return "".join(line for line in lines if not noise(line))
 
 
-@contextlib.contextmanager
 def startup_noise_filtered():
-    """Captures file descriptor 2 for the block, then writes back all but the start-up noise
+    """Captures file descriptor 2 for a block, then writes back all but the start-up noise
     (even when the block raises)."""
-    sys.stderr.flush()
-    saved_stderr = os.dup(2)
-    with tempfile.TemporaryFile() as capture:
-        os.dup2(capture.fileno(), 2)
-        try:
-            yield
-        finally:
-            sys.stderr.flush()
-            os.dup2(saved_stderr, 2)
-            os.close(saved_stderr)
-            capture.seek(0)
-            kept = without_startup_noise(capture.read().decode("utf-8", errors="replace"))
-            if kept:
-                sys.stderr.write(kept)
-                sys.stderr.flush()
+    return stderr_filtered(without_startup_noise)
 
 
 # Imported by TensorFlow's and Keras's own imports when installed, each in a try block.

@@ -21,6 +21,7 @@ lines came out different with an 8k Multi30k model), which would make training a
 import sentencepiece
 
 from t2t_repro.utils.atomic_files import atomic_path
+from t2t_repro.utils.stderr_lines import SENTENCEPIECE_IDENTITY_NORMALIZATION, lines_dropped
 from t2t_repro.names import EOS_ID, PAD_ID
 from t2t_repro.errors import UserError
 
@@ -136,5 +137,6 @@ class SubwordVocabulary:
         import tensorflow as tf
         import tensorflow_text
 
-        return tensorflow_text.SentencepieceTokenizer(model=self.model_proto, out_type=tf.int32,
-                                                      name=name)
+        with lines_dropped(SENTENCEPIECE_IDENTITY_NORMALIZATION):
+            return tensorflow_text.SentencepieceTokenizer(model=self.model_proto,
+                                                          out_type=tf.int32, name=name)

@@ -3,9 +3,10 @@ whole rows of the tensor flattened to [batch·n, ...].
 
 `keras.ops.take_along_axis` under TensorFlow broadcasts the indices to the gathered shape and,
 for an axis other than the last, moves it last with transposes, of its int64 indices among
-them; on a CPU without AVX-512, TensorFlow's oneDNN graph rewrite logs an error line ("oneDNN
-supports DT_INT64 only on platforms with AVX-512") when it passes over an integer Transpose. A
-take of whole rows needs neither the broadcast nor the transposes.
+them; on some CPUs (AVX2 ones, and a Zen 4 EPYC with AVX-512 too), TensorFlow's oneDNN graph
+rewrite logs an error line ("oneDNN supports DT_INT64 only on platforms with AVX-512") when it
+passes over an integer Transpose. A take of whole rows needs neither the broadcast nor the
+transposes.
 """
 
 import keras

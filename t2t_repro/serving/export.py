@@ -27,7 +27,7 @@ from t2t_repro.utils.atomic_files import atomic_path
 from t2t_repro.utils.text_lines import FIELD_BREAKS
 from t2t_repro.decoding.scoring import graph_score
 from t2t_repro.decoding.text_decoding import create_search, input_limit
-from t2t_repro.names import EOS_ID
+from t2t_repro.names import EOS_ID, PAD_ID
 from t2t_repro.errors import UserError
 from t2t_repro.names import BEAMS_SIGNATURE, BEST_SIGNATURE, SCORE_SIGNATURE
 
@@ -83,24 +83,23 @@ class TextToTextModule(tf.Module):
 
     def _beams(self, inputs):
         blank = tf.strings.length(tf.strings.strip(inputs)) == 0
-        ids = self.text.encode(tf.where(blank, "", inputs))
-        ids = tf.concat([ids, tf.fill([ids.nrows(), 1], EOS_ID)], axis=1)
-        with tf.control_dependencies([self._check_lengths(ids.row_lengths())]):
-            ids, scores = self._search.graph_decode(ids.to_tensor())
+        ids, lengths = with_eos(self.text.encode(tf.where(blank, "", inputs)))
+        with tf.control_dependencies([self._check_lengths(lengths)]):
+            ids, scores = self._search.graph_decode(ids)
         texts = output_fields(self.text.decode(ids))
         return {"outputs": tf.where(blank[:, None], "", texts),
                 "scores": tf.where(blank[:, None], 0.0, scores)}
 
     def _score(self, inputs, targets):
-        ids = [self.text.encode(inputs), self.text.encode_target(targets)]
-        ids = [tf.concat([row, tf.fill([row.nrows(), 1], EOS_ID)], axis=1) for row in ids]
-        checks = [self._check_lengths(ids[0].row_lengths())]
+        (input_ids, input_lengths), (target_ids, target_lengths) = (
+            with_eos(self.text.encode(inputs)), with_eos(self.text.encode_target(targets)))
+        checks = [self._check_lengths(input_lengths)]
         model = self._search.model
         if model.max_positions is not None:
-            checks.append(self._check_lengths(ids[1].row_lengths(), model.max_positions,
+            checks.append(self._check_lengths(target_lengths, model.max_positions,
                                               "target", "hparam max_length"))
         with tf.control_dependencies(checks):
-            scores, lengths = graph_score(model, ids[0].to_tensor(), ids[1].to_tensor())
+            scores, lengths = graph_score(model, input_ids, target_ids)
         return {"scores": scores, "lengths": lengths}
 
     def _check_lengths(self, lengths, limit=None, what="input", limit_name="max_input_tokens"):
@@ -115,6 +114,17 @@ class TextToTextModule(tf.Module):
             (first, tf.gather(lengths, first)),
         )
         return tf.debugging.Assert(tf.logical_not(tf.reduce_any(too_long)), [message])
+
+
+def with_eos(ids):
+    """Ragged ids [rows, (n)] with EOS appended to each row, padded: [rows, longest + 1], and
+    each row's length with its EOS. Not a ragged concat, whose int64 transposes make
+    TensorFlow's oneDNN rewrite log an error line on some CPUs (`layers/row_gathers.py`)."""
+    lengths = ids.row_lengths()
+    padded = tf.pad(ids.to_tensor(default_value=PAD_ID), [[0, 0], [0, 1]],
+                    constant_values=PAD_ID)
+    at_end = tf.range(tf.shape(padded, out_type=lengths.dtype)[1])[None, :] == lengths[:, None]
+    return tf.where(at_end, tf.constant(EOS_ID, padded.dtype), padded), lengths + 1
 
 
 def output_fields(texts):

@@ -137,6 +137,15 @@ def test_python_ids_equal_in_graph_ids_inside_a_dataset_map(vocab, newstest2014,
     assert graph_ids == vocab.encode(lines)
 
 
+def test_a_graph_tokenizer_is_built_without_sentencepieces_normalization_notice(vocab, capfd):
+    """tensorflow-text's sentencepiece prints an INFO line to file descriptor 2 for a model
+    trained without normalisation, as ours are; building the tokenizer keeps it off stderr and
+    nothing else."""
+    capfd.readouterr()
+    vocab.graph_tokenizer()
+    assert capfd.readouterr().err == ""
+
+
 def test_python_ids_equal_in_graph_ids_on_odd_strings(vocab):
     """The two tokenizers agree on whitespace runs, bytes fallback and the empty string too."""
     assert vocab.graph_tokenizer().tokenize(tf.constant(ODD_STRINGS)).to_list() == vocab.encode(

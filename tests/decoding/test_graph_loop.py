@@ -103,8 +103,8 @@ def test_graph_decode_with_unknown_shapes_equals_the_host_call(overrides):
 
 
 def test_the_search_graph_transposes_no_integers():
-    """On a CPU without AVX-512 TensorFlow's oneDNN rewrite logs an error line ("oneDNN
-    supports DT_INT64 only on platforms with AVX-512") for an integer Transpose it passes over
+    """On some CPUs TensorFlow's oneDNN rewrite logs an error line ("oneDNN supports
+    DT_INT64 only on platforms with AVX-512") for an integer Transpose it passes over
     (`layers/row_gathers.py`): the search's graph, as an export traces it, with a vocabulary
     wide enough for the top-k in blocks (`logit_reductions.top_k`), holds none."""
     hparams = create_hparams("transformer_tiny", "num_hidden_layers=1")

@@ -369,6 +369,52 @@ def test_the_export_holds_no_gradient_functions(ende):
     assert [name for name in names if "grad" in name] == []
 
 
+def test_the_export_transposes_no_integers(ende):
+    """On some CPUs TensorFlow's oneDNN rewrite logs an error line for an integer Transpose
+    (`layers/row_gathers.py`), at a served export's first request: none in any of its
+    functions, the tokenized inputs' EOS included (`export.with_eos`)."""
+    import tensorflow as tf
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    saved = saved_model_pb2.SavedModel()
+    saved.ParseFromString((ende["version_dir"] / "saved_model.pb").read_bytes())
+    graph = saved.meta_graphs[0].graph_def
+    nodes = [*graph.node, *(node for function in graph.library.function
+                            for node in function.node_def)]
+    transposed = {tf.dtypes.as_dtype(node.attr["T"].type) for node in nodes
+                  if node.op == "Transpose"}
+    assert transposed and not any(dtype.is_integer for dtype in transposed)
+
+
+def test_each_tokenized_input_gets_its_eos_and_padding():
+    import tensorflow as tf
+
+    from t2t_repro.names import EOS_ID as E, PAD_ID as P
+    from t2t_repro.serving.export import with_eos
+
+    ids, lengths = with_eos(tf.ragged.constant([[5, 6], [], [7]], dtype=tf.int32))
+    assert ids.dtype == tf.int32
+    assert ids.numpy().tolist() == [[5, 6, E], [E, P, P], [7, E, P]]
+    assert lengths.numpy().tolist() == [3, 1, 2]
+
+
+def test_the_export_loads_without_notices_that_read_like_failures(ende, capfd, caplog):
+    """Neither sentencepiece's INFO line about a model without normalisation nor TensorFlow's
+    warning, for each function, that it was saved without its custom gradients (on purpose:
+    `test_the_export_holds_no_gradient_functions`); the served model is the export's."""
+    import logging
+
+    from t2t_repro.serving.model_store import load_latest
+
+    capfd.readouterr()
+    with caplog.at_level(logging.INFO, logger="absl"), caplog.at_level(logging.INFO,
+                                                                       logger="tensorflow"):
+        model = load_latest(str(ende["version_dir"].parent), "ende")
+    assert capfd.readouterr().err == ""
+    assert [record.getMessage() for record in caplog.records] == []
+    assert (model.name, model.version) == ("ende", 100)
+
+
 def variable_bytes(version_dir):
     return sum(path.stat().st_size for path in (version_dir / "variables").iterdir())
 
