@@ -17,9 +17,12 @@ import sys
 os.environ.setdefault("TF_CPU_ALLOCATOR_USE_BFC", "true")
 
 from t2t_repro.cli import quiet_tensorflow  # noqa: E402
-from t2t_repro.tables import layer_complexity, parameter_counts, training_cost
 
-quiet_tensorflow.import_tensorflow()  # TensorFlow's start-up lines would precede the table
+# Before the tables, whose imports import Keras and with it TensorFlow: its start-up lines
+# would precede the table.
+quiet_tensorflow.import_tensorflow()
+
+from t2t_repro.tables import layer_complexity, parameter_counts, training_cost  # noqa: E402
 
 _TABLE1 = ("Table 1 measured here: time and memory of one self-attention, restricted "
            "self-attention, recurrent and convolutional layer against n, with growth exponents")

@@ -267,6 +267,8 @@ def test_help_explains_the_default_vocabulary(capsys):
 
 
 def test_full_table_command_every_published_row_within_5_percent():
+    """The command as a user runs it: the table on stdout, and nothing on stderr (TensorFlow's
+    start-up lines too are kept off it, as in every command)."""
     result = subprocess.run(
         [sys.executable, "-m", "t2t_repro.paper", "table3", "--format", "json"],
         capture_output=True,
@@ -274,6 +276,7 @@ def test_full_table_command_every_published_row_within_5_percent():
         check=True,
         cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
     )
+    assert result.stderr == ""
     report = json.loads(result.stdout)
     assert report["vocab_size"] == parameter_counts.DEFAULT_VOCAB_SIZE
     assert len(report["rows"]) == len(parameter_counts.TABLE3)
