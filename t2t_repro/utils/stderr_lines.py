@@ -58,6 +58,8 @@ def lines_dropped(*patterns):
 
 
 class _MessageFilter(logging.Filter):
+    """Lets through the log records whose message does not match `pattern`."""
+
     def __init__(self, pattern):
         super().__init__()
         self.pattern = pattern
