@@ -30,7 +30,7 @@ import os
 import re
 import sys
 
-from t2t_repro.utils.stderr_lines import stderr_filtered
+from t2t_repro.utils.stderr_lines import stderr_filtered, without_lines
 
 _ABSL_PREAMBLE = re.compile(
     r"^WARNING: All log messages before absl::InitializeLog\(\) is called are written to STDERR$"
@@ -44,15 +44,10 @@ _CUINIT_FAILED = re.compile(r"^E\d{4} .*\] failed call to cuInit: ")
 
 def without_startup_noise(text):
     """`text` (captured stderr) without the known start-up lines of a machine without a GPU."""
-    lines = text.splitlines(keepends=True)
-    no_driver = any(_NO_CUDA_DRIVER.match(line) for line in lines)
-
-    def noise(line):
-        line = line.rstrip("\n")
-        return bool(_ABSL_PREAMBLE.match(line) or _NO_CUDA_DRIVER.match(line)
-                    or _ONEDNN_ON.match(line) or (no_driver and _CUINIT_FAILED.match(line)))
-
-    return "".join(line for line in lines if not noise(line))
+    noise = [_ABSL_PREAMBLE, _NO_CUDA_DRIVER, _ONEDNN_ON]
+    if any(_NO_CUDA_DRIVER.match(line) for line in text.splitlines()):
+        noise.append(_CUINIT_FAILED)
+    return without_lines(text, noise)
 
 
 def startup_noise_filtered():

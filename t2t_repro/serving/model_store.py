@@ -17,8 +17,8 @@ from tensorflow.core.protobuf import saved_model_pb2
 
 from t2t_repro.errors import UserError
 from t2t_repro.utils.stderr_lines import (
-    SENTENCEPIECE_IDENTITY_NORMALIZATION, UNSAVED_CUSTOM_GRADIENTS, lines_dropped,
-    tensorflow_log_dropped)
+    SENTENCEPIECE_IDENTITY_NORMALIZATION, UNSAVED_CUSTOM_GRADIENTS, absl_log_dropped,
+    lines_dropped)
 
 EXPORT_HINT = "export one with `python -m t2t_repro.exporter --output_dir=RUN` first"
 
@@ -134,7 +134,7 @@ def load_latest(export_dir, model_name):
     version = export_versions(export_dir)[0]
     version_dir = os.path.join(export_dir, str(version))
     with (lines_dropped(SENTENCEPIECE_IDENTITY_NORMALIZATION),
-          tensorflow_log_dropped(UNSAVED_CUSTOM_GRADIENTS)):
+          absl_log_dropped(UNSAVED_CUSTOM_GRADIENTS)):
         signatures = dict(tf.saved_model.load(version_dir).signatures)
     return ServedModel(model_name, version, signatures, read_signature_defs(version_dir))
 

@@ -2,8 +2,8 @@
 
 What C++ code writes goes to file descriptor 2 directly, where Python's logging cannot filter
 it, so the descriptor itself is captured for a block and the captured text written back without
-the known lines; what TensorFlow logs from Python is filtered at the loggers it uses, wherever
-their handlers write. Each known line is a notice about a choice this project made on
+the known lines; what TensorFlow logs through absl's Python logger is filtered at that logger,
+wherever its handlers write. Each known line is a notice about a choice this project made on
 purpose that reads like a problem to a user.
 """
 
@@ -47,14 +47,15 @@ def stderr_filtered(without_noise):
                 sys.stderr.flush()
 
 
-def lines_dropped(*patterns):
-    """A block whose standard error is kept but for the lines that match (`re.search`) any of
-    `patterns`."""
-    def without_noise(text):
-        return "".join(line for line in text.splitlines(keepends=True)
-                       if not any(pattern.search(line.rstrip("\n")) for pattern in patterns))
+def without_lines(text, patterns):
+    """`text` without the lines that match (`re.search`) any of `patterns`."""
+    return "".join(line for line in text.splitlines(keepends=True)
+                   if not any(pattern.search(line.rstrip("\n")) for pattern in patterns))
 
-    return stderr_filtered(without_noise)
+
+def lines_dropped(*patterns):
+    """A block whose standard error is kept but for the lines that match any of `patterns`."""
+    return stderr_filtered(lambda text: without_lines(text, patterns))
 
 
 class _MessageFilter(logging.Filter):
@@ -69,15 +70,13 @@ class _MessageFilter(logging.Filter):
 
 
 @contextlib.contextmanager
-def tensorflow_log_dropped(pattern):
-    """A block in which the Python loggers TensorFlow's modules write to (absl's, as the
-    SavedModel loader does, and TensorFlow's own) drop the messages matching `pattern`."""
+def absl_log_dropped(pattern):
+    """A block in which absl's Python logger, which TensorFlow's SavedModel loader logs
+    through, drops the messages matching `pattern`, wherever its handlers write."""
     message_filter = _MessageFilter(pattern)
-    loggers = [logging.getLogger(name) for name in ("absl", "tensorflow")]
-    for logger in loggers:
-        logger.addFilter(message_filter)
+    logger = logging.getLogger("absl")
+    logger.addFilter(message_filter)
     try:
         yield
     finally:
-        for logger in loggers:
-            logger.removeFilter(message_filter)
+        logger.removeFilter(message_filter)
