@@ -13,7 +13,7 @@ from absl import flags
 from t2t_repro.cli import entry_point
 from t2t_repro.cli.entry_point import check_usage
 from t2t_repro.errors import ConfigurationError
-from t2t_repro.utils.text_lines import TextLinesError, read_lines
+from t2t_repro.utils.text_lines import read_lines
 
 FLAGS = flags.FLAGS
 
@@ -24,21 +24,10 @@ flags.DEFINE_string("language", "de",
                     "tokenizer.perl).")
 
 
-def read_flagged_lines(flag_name):
-    """The lines of the file that --<flag_name> names (split as every command splits them,
-    see t2t_repro.utils.text_lines); a file that cannot be read is a ConfigurationError."""
-    path = FLAGS[flag_name].value
-    try:
-        return read_lines(path)
-    except OSError as error:
-        raise ConfigurationError(f"cannot read --{flag_name}={path}: {error.strerror}.") from error
-    except TextLinesError as error:
-        raise ConfigurationError(f"--{flag_name}: {error}") from error
-
-
 def main(argv):
     check_usage(argv, ("translation", "reference"))
-    translation, reference = read_flagged_lines("translation"), read_flagged_lines("reference")
+    translation = read_lines(FLAGS.translation, "--translation")
+    reference = read_lines(FLAGS.reference, "--reference")
     if len(translation) != len(reference):
         raise ConfigurationError(
             f"--translation={FLAGS.translation} has {len(translation)} lines but "

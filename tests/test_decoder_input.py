@@ -1,6 +1,7 @@
 """What the decoder does with awkward input: lines split as the BLEU command and the raw-text
 readers split them, lines the problem cannot encode or longer than it takes reported by file and
-line, and an output file or checkpoint it cannot use refused in one line before decoding."""
+line, and an input or output file, a checkpoint or decode hparams it cannot use refused in one
+line before decoding."""
 
 import os
 
@@ -172,3 +173,41 @@ def test_a_checkpoint_path_that_is_no_checkpoint_is_a_one_line_error(reverse_run
     assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
     [error] = error_lines(result.stderr)
     assert error.startswith(f"error: --checkpoint_path={path} is not a checkpoint")
+
+
+@pytest.mark.parametrize("flag", ["--decode_from_file", "--decode_reference",
+                                  "--target_prefix_file", "--score_file"])
+def test_an_input_file_that_cannot_be_read_is_a_one_line_error_naming_its_flag(
+        reverse_run, tmp_path, flag):
+    sources, missing = tmp_path / "sources.txt", tmp_path / "absent.txt"
+    sources.write_text("1 2\n")
+    given = {flag: missing} if flag in ("--decode_from_file", "--score_file") else {
+        "--decode_from_file": sources, flag: missing}
+    result = run_decoder(reverse_run, *(f"{name}={path}" for name, path in given.items()))
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
+    assert error_lines(result.stderr) == [
+        f"error: cannot read {flag}={missing}: No such file or directory."]
+    assert "Decoding with" not in result.stderr
+
+
+@pytest.mark.parametrize("overrides, message", [
+    ("beam_size=0", "decode hparam beam_size=0: use 1 (greedy) or more"),
+    ("beam_size=-2", "decode hparam beam_size=-2: use 1 (greedy) or more"),
+    ("beam_size=4,alpha=-0.5", "decode hparam alpha=-0.5: the length penalty's exponent"),
+    ("batch_size=0", "decode hparam batch_size=0 counts the sentences decoded together"),
+])
+def test_decode_hparams_no_search_runs_with_are_a_one_line_error(reverse_run, tmp_path,
+                                                                 overrides, message):
+    """Checked where the decode hparams are made, so the decoder, the exporter and the
+    trainer's decoding evaluation refuse them alike."""
+    sources = tmp_path / "sources.txt"
+    sources.write_text("1 2\n3 4 5\n")
+    for command, args in (("t2t_repro.decoder", [f"--decode_from_file={sources}"]),
+                          ("t2t_repro.exporter", [f"--export_dir={tmp_path / 'export'}"])):
+        result = run_module(command, "--problem=algorithmic_reverse",
+                            f"--output_dir={reverse_run}", f"--decode_hparams={overrides}",
+                            *args)
+        assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
+        [error] = error_lines(result.stderr)
+        assert error.startswith(f"error: {message}"), error
+    assert not (tmp_path / "export").exists()

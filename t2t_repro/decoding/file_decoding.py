@@ -94,8 +94,8 @@ def check_source_lengths(model, id_lists, path, max_input_tokens):
 def read_sources(problem, source_path, reference_path=None):
     """(source lines, their encodings, the reference lines or None), read and checked before
     a model is loaded: the references must be aligned with the sources line by line."""
-    sources = read_lines(source_path)
-    references = read_lines(reference_path) if reference_path else None
+    sources = read_lines(source_path, "--decode_from_file")
+    references = read_lines(reference_path, "--decode_reference") if reference_path else None
     if references is not None and len(references) != len(sources):
         raise ConfigurationError(
             f"--decode_reference has {len(references)} lines but --decode_from_file has "
@@ -125,7 +125,7 @@ def read_target_prefixes(problem, path, count):
     """The target prefixes of `path`, one line per source (an empty line: none), encoded
     without EOS (`problem.encode_target_prefix`); a ConfigurationError when it has not `count`
     lines, or a line cannot be encoded."""
-    lines = read_lines(path)
+    lines = read_lines(path, "--target_prefix_file")
     if len(lines) != count:
         raise ConfigurationError(f"--target_prefix_file has {len(lines)} lines but "
                                  f"--decode_from_file has {count}; they must be aligned line by "

@@ -17,7 +17,7 @@ def read_score_pairs(problem, path):
     from t2t_repro.data.problem import UnencodableInputError
 
     pairs = []
-    for line_number, line in enumerate(read_lines(path), 1):
+    for line_number, line in enumerate(read_lines(path, "--score_file"), 1):
         try:
             source, target = source_target_pair(line)
             pairs.append((problem.encode(source), problem.encode_target(target)))

@@ -11,7 +11,8 @@ from t2t_repro.errors import UserError
 
 
 class TextLinesError(UserError, ValueError):
-    """A file that is not UTF-8 text; the message names the file and the line."""
+    """A file that is not UTF-8 text (the message names the file and the line), or one a flag
+    names that cannot be read."""
 
 
 def iter_lines(binary, label):
@@ -35,10 +36,20 @@ def iter_lines(binary, label):
         yield line.removesuffix("\n").removesuffix("\r") if line.endswith("\n") else line
 
 
-def read_lines(path):
-    """The lines of the UTF-8 text file at `path`, as a list (see the module's rule)."""
-    with open(path, "rb") as binary:
-        return list(iter_lines(binary, path))
+def read_lines(path, flag=None):
+    """The lines of the UTF-8 text file at `path`, as a list (see the module's rule).
+
+    `flag` (such as "--reference"): the command-line flag that named the file. Errors then
+    name the flag, and a file that cannot be opened is a TextLinesError, not an OSError."""
+    label = f"{flag}={path}" if flag else path
+    try:
+        binary = open(path, "rb")
+    except OSError as error:
+        if flag is None:
+            raise
+        raise TextLinesError(f"cannot read {label}: {error.strerror}.") from error
+    with binary:
+        return list(iter_lines(binary, label))
 
 
 # What would break an output line apart: a line ending, and the tab between fields.

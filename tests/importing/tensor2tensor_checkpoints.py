@@ -13,6 +13,8 @@ import os
 
 import numpy as np
 
+from t2t_repro.cli import quiet_tensorflow
+
 D, HEADS, FILTER, SHARDS, SPACES = 32, 2, 64, 3, 32
 # Reserved ids, then word subtokens and the alphabet (tensor2tensor's file order: by count).
 # Each character of every subtoken, the reserved ones' included, is a subtoken of its own, as
@@ -87,6 +89,7 @@ def main():
     parser.add_argument("--vocab_file", required=True, help="the vocabulary file to write")
     parser.add_argument("--pre_norm", action="store_true")
     args = parser.parse_args()
+    quiet_tensorflow.import_tensorflow()  # no start-up lines above the command's one line
     write_checkpoint(t2t_variables(args.pre_norm, (2, 1), seed=0), args.output_dir)
     write_vocabulary(args.vocab_file)
     print(f"A random tensor2tensor transformer ({'pre' if args.pre_norm else 'post'}-norm, "
