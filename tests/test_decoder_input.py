@@ -211,3 +211,12 @@ def test_decode_hparams_no_search_runs_with_are_a_one_line_error(reverse_run, tm
         [error] = error_lines(result.stderr)
         assert error.startswith(f"error: {message}"), error
     assert not (tmp_path / "export").exists()
+
+
+def test_a_run_folder_that_does_not_exist_is_named_as_such(tmp_path):
+    missing = tmp_path / "no_run"
+    result = run_module("t2t_repro.decoder", f"--output_dir={missing}", input="1 2\n")
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
+    assert error_lines(result.stderr) == [
+        f"error: missing --problem; --output_dir={missing} does not exist, so no flags.txt "
+        f"names one; see --helpfull."]

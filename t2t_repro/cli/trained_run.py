@@ -102,5 +102,7 @@ def start_trained_run_command(argv):
 
     check_usage(argv, ("output_dir",), hint="see --helpfull")
     adopt_run_flags()
-    check_usage(argv, ("problem",), hint="the run's flags.txt names none; see --helpfull")
+    missing_why = ("the run's flags.txt names none" if os.path.isdir(FLAGS.output_dir) else
+                   f"--output_dir={FLAGS.output_dir} does not exist, so no flags.txt names one")
+    check_usage(argv, ("problem",), hint=f"{missing_why}; see --helpfull")
     usr_dir.import_flagged_usr_dir()
