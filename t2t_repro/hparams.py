@@ -36,6 +36,24 @@ class HParamsError(UserError, ValueError):
     """A bad hyperparameter name, value or override string; the message names the key."""
 
 
+def at_least(lowest, note=""):
+    """A range for `check_ranges`: values >= `lowest`; `note` says what the lowest means."""
+    return (lambda value: value >= lowest), f"at least {lowest}{note}"
+
+
+ABOVE_ZERO = ((lambda value: value > 0), "above 0")
+A_FRACTION = ((lambda value: 0 <= value < 1), "at least 0 and below 1")
+
+
+def check_ranges(hparams, ranges):
+    """HParamsError naming the first hparam of `ranges` ({name: (test, what the value must
+    be)}) whose value fails its test; names `hparams` lacks are skipped."""
+    for name, (test, requirement) in ranges.items():
+        if name in hparams and not test(getattr(hparams, name)):
+            raise HParamsError(f"hparam {name}={getattr(hparams, name)!r} must be "
+                               f"{requirement}.")
+
+
 def _parse_value(key, text, expected_type):
     text = text.strip()
     if expected_type is bool:

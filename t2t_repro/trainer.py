@@ -189,7 +189,7 @@ def check_flag_values():
     """Flag values that make no sense are errors before anything is read or written."""
     from t2t_repro.training import checkpoints
 
-    at_least = {"eval_every": 1, "log_every": 1, "keep_checkpoint_max": 1, "train_steps": 0,
+    at_least = {"eval_every": 1, "log_every": 1, "keep_checkpoint_max": 1, "train_steps": 1,
                 "eval_steps": 0, "save_checkpoints_steps": 0, "save_checkpoints_minutes": 0}
     for name, lowest in at_least.items():
         value = getattr(FLAGS, name)

@@ -130,6 +130,33 @@ def test_five_kills_one_mid_checkpoint_each_resume_from_the_newest_complete_chec
      "hparam batch_size=10 is below max_length=24 × 1 replica(s)"),
     ("--hparams=batch_size=256,max_length=1",  # every example: 1 to 20 symbols and EOS
      "max_length=1 leaves out every train example of algorithmic_copy: they are 2 to 21"),
+    ("--train_steps=0", "--train_steps=0 makes no sense: it must be at least 1"),
+    # Model hparams no Transformer is built with (transformer_tiny: d_model 64, 4 heads).
+    ("--hparams=batch_size=256,max_length=24,hidden_size=0",
+     "hparam hidden_size=0 must be at least 1."),
+    ("--hparams=batch_size=256,max_length=24,num_encoder_layers=-1",
+     "hparam num_encoder_layers=-1 must be at least 0 (0: num_hidden_layers)."),
+    ("--hparams=batch_size=256,max_length=24,num_heads=3",
+     "hparam num_heads=3 does not divide the 64 key channels"),
+    ("--hparams=batch_size=256,max_length=24,attention_value_channels=66",
+     "hparam num_heads=4 does not divide the 66 value channels"),
+    ("--hparams=batch_size=256,max_length=24,relu_dropout=1.0",
+     "hparam relu_dropout=1.0 must be at least 0 and below 1."),
+    ("--hparams=batch_size=256,max_length=24,ffn_activation=tanh",
+     "hparam 'ffn_activation' must be one of"),
+    # Optimisation hparams out of their ranges.
+    ("--hparams=batch_size=256,max_length=24,learning_rate_constant=-1.0",
+     "hparam learning_rate_constant=-1.0 must be above 0."),
+    ("--hparams=batch_size=256,max_length=24,learning_rate_warmup_steps=-5",
+     "hparam learning_rate_warmup_steps=-5 must be at least 0."),
+    ("--hparams=batch_size=256,max_length=24,label_smoothing=1.5",
+     "hparam label_smoothing=1.5 must be at least 0 and below 1."),
+    ("--hparams=batch_size=256,max_length=24,optimizer_adam_beta2=1.0",
+     "hparam optimizer_adam_beta2=1.0 must be at least 0 and below 1."),
+    ("--hparams=batch_size=256,max_length=24,clip_grad_norm=-1.0",
+     "hparam clip_grad_norm=-1.0 must be at least 0 (0: no clipping)."),
+    ("--hparams=batch_size=256,max_length=24,learning_rate_schedule=constant*cosine",
+     "hparam learning_rate_schedule names unknown factor(s) ['cosine']"),
 ])
 def test_senseless_flag_values_are_errors_that_write_nothing(tmp_path, flag, named):
     output_dir = tmp_path / "run"

@@ -4,7 +4,8 @@ import keras
 from keras import ops
 
 from t2t_repro import registry
-from t2t_repro.hparams import ADDED_MODEL_HPARAMS, HParams, HParamsError
+from t2t_repro.hparams import (A_FRACTION, ADDED_MODEL_HPARAMS, HParams, HParamsError, at_least,
+                               check_ranges)
 from t2t_repro.layers import (
     LearnedPositionEmbedding,
     SharedEmbedding,
@@ -29,6 +30,18 @@ DTYPE_POLICIES = ("float32", "mixed_bfloat16", "mixed_float16")
 DECODING_COPY_DTYPE_POLICIES = (*DTYPE_POLICIES, "bfloat16")
 _CHOICE_HPARAMS = {"position_encoding": POSITION_ENCODINGS, "dtype_policy": DTYPE_POLICIES,
                    "ffn_activation": tuple(FFN_ACTIVATIONS), "sinusoid_layout": SINUSOID_LAYOUTS}
+# The sizes and rates a Transformer can be built with (`hparams.check_ranges`).
+_MODEL_RANGES = {
+    **dict.fromkeys(("hidden_size", "filter_size", "num_heads", "num_hidden_layers",
+                     "max_length"), at_least(1)),
+    **dict.fromkeys(("num_encoder_layers", "num_decoder_layers"),
+                    at_least(0, " (0: num_hidden_layers)")),
+    **dict.fromkeys(("attention_key_channels", "attention_value_channels"),
+                    at_least(0, " (0: hidden_size)")),
+    **dict.fromkeys(("layer_prepostprocess_dropout", "attention_dropout", "relu_dropout"),
+                    A_FRACTION),
+    "self_attention_window": at_least(0, " (0: full self-attention)"),
+}
 
 
 # Features of packed rows (tensor2tensor's names): several pairs end to end in one row, each
@@ -52,13 +65,22 @@ def is_packed(features):
     return "inputs_segmentation" in features
 
 
-def check_hparam_choices(hparams):
-    """Raises a ValueError naming the hparam and its allowed values when one of
-    `_CHOICE_HPARAMS` has a value the model does not know."""
+def check_model_hparams(hparams):
+    """HParamsError naming the first model hparam a Transformer cannot be built with: a
+    choice it does not know, a size or rate out of its range, attention channels the heads
+    cannot share equally (tensor2tensor requires the same)."""
     for name, choices in _CHOICE_HPARAMS.items():
         value = getattr(hparams, name)
         if value not in choices:
-            raise ValueError(f"hparam '{name}' must be one of {choices}, got '{value}'.")
+            raise HParamsError(f"hparam '{name}' must be one of {choices}, got '{value}'.")
+    check_ranges(hparams, _MODEL_RANGES)
+    for name in ("attention_key_channels", "attention_value_channels"):
+        channels = getattr(hparams, name) or hparams.hidden_size
+        if channels % hparams.num_heads:
+            raise HParamsError(
+                f"hparam num_heads={hparams.num_heads} does not divide the {channels} "
+                f"{name.split('_')[1]} channels ({name} or hidden_size), which the heads "
+                f"share equally; choose a num_heads that divides {channels}.")
 
 
 def _check_dtype_policy(policy, decoding_copy):
@@ -137,7 +159,7 @@ class Transformer(keras.Model):
         if isinstance(hparams, dict):
             hparams = HParams(**hparams)
         hparams = HParams(**{**ADDED_MODEL_HPARAMS, **hparams.values()})
-        check_hparam_choices(hparams)
+        check_model_hparams(hparams)
         super().__init__(**kwargs)
         _check_dtype_policy(self.dtype_policy, decoding_copy)
         self.hparams = hparams
@@ -147,11 +169,8 @@ class Transformer(keras.Model):
         # Runs saved before restricted self-attention existed have no such hparam: full.
         self.self_attention_window = (hp.self_attention_window
                                       if "self_attention_window" in hp else 0)
-        if self.self_attention_window < 0:
-            raise HParamsError(f"hparam self_attention_window must be >= 0 (0: full "
-                               f"self-attention), got {self.self_attention_window}.")
         if hp.shared_source_target_embedding and input_vocab_size != target_vocab_size:
-            raise ValueError(
+            raise HParamsError(
                 f"hparam shared_source_target_embedding=true needs one vocabulary for sources "
                 f"and targets, but input_vocab_size={input_vocab_size} and target_vocab_size="
                 f"{target_vocab_size}. Set shared_source_target_embedding=false for separate "

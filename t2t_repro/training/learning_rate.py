@@ -8,6 +8,8 @@ product is step/warmup · warmup^-0.5 = step · warmup^-1.5, above it step^-0.5.
 import keras
 from keras import ops
 
+from t2t_repro.hparams import HParamsError
+
 
 def _linear_warmup(step, schedule):
     return ops.minimum(1.0, step / schedule.warmup_steps)
@@ -49,8 +51,8 @@ class FactorSchedule(keras.optimizers.schedules.LearningRateSchedule):
         self.factor_names = [name.strip() for name in factors.split("*")]
         unknown = [name for name in self.factor_names if name not in FACTORS]
         if unknown:
-            raise ValueError(
-                f"Unknown learning-rate factor(s) {unknown} in '{factors}'. "
+            raise HParamsError(
+                f"hparam learning_rate_schedule names unknown factor(s) {unknown} in '{factors}'. "
                 f"Known factors: {', '.join(sorted(FACTORS))}."
             )
         self.constant = constant

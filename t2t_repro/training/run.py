@@ -7,7 +7,7 @@ import os
 
 from t2t_repro import names, registry
 from t2t_repro.data.problem import EVAL, TRAIN
-from t2t_repro.hparams import HParamsError
+from t2t_repro.hparams import A_FRACTION, ABOVE_ZERO, HParamsError, at_least, check_ranges
 from t2t_repro.models.flops import training_flops
 from t2t_repro.models.transformer import DTYPE_POLICIES
 from t2t_repro.training import (attention_images, best_checkpoint, checkpoints, run_records,
@@ -37,16 +37,29 @@ class NonFiniteLossError(UserError):
 # Counts a training run needs at least one of: tokens per micro-batch, micro-batches per
 # update, target positions per chunk of the loss.
 COUNT_HPARAMS = ("batch_size", "gradient_accumulation_steps", "loss_chunk_tokens")
+# The values the optimisation hparams take (`hparams.check_ranges`): a negative rate or
+# warm-up would climb the loss, and smoothing or an Adam β of 1 leaves nothing to learn from.
+TRAINING_RANGES = {
+    "learning_rate_constant": ABOVE_ZERO,
+    "learning_rate_warmup_steps": at_least(0),
+    "label_smoothing": A_FRACTION,
+    "optimizer_adam_beta1": A_FRACTION,
+    "optimizer_adam_beta2": A_FRACTION,
+    "optimizer_adam_epsilon": ABOVE_ZERO,
+    "clip_grad_norm": at_least(0, " (0: no clipping)"),
+}
 
 
 def check_training_hparams(hparams, replicas=1):
-    """HParamsError naming a count hparam below 1, or a batch_size below max_length × the
-    `replicas` that share each batch (the longest examples could never fit in one), before
-    anything is built or written."""
+    """HParamsError naming a count hparam below 1, an optimisation hparam out of its range
+    (`TRAINING_RANGES`), or a batch_size below max_length × the `replicas` that share each
+    batch (the longest examples could never fit in one), before anything is built or
+    written."""
     for name in COUNT_HPARAMS:
         if name in hparams and getattr(hparams, name) < 1:
             raise HParamsError(f"hparam {name} must be at least 1, got "
                                f"{getattr(hparams, name)}.")
+    check_ranges(hparams, TRAINING_RANGES)
     smallest_batch = hparams.max_length * replicas
     if hparams.batch_size < smallest_batch:
         raise HParamsError(

@@ -111,5 +111,5 @@ def test_a_negative_window_hparam_is_an_hparams_error_naming_it():
     from t2t_repro.hparams import HParamsError, create_hparams
     from t2t_repro.models.transformer import Transformer
 
-    with pytest.raises(HParamsError, match="hparam self_attention_window must be >= 0"):
+    with pytest.raises(HParamsError, match="hparam self_attention_window=-2 must be at least 0"):
         Transformer(create_hparams("transformer_tiny", "self_attention_window=-2"), 12, 12)
