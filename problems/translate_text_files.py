@@ -22,6 +22,7 @@ from t2t_repro.data.raw_text import ParallelReader, RawDataError
 from t2t_repro.data.text_problem import SENTENCEPIECE, TENSOR2TENSOR_SUBWORDS, VOCABULARY_CLASSES
 from t2t_repro.data.translation import TranslateProblem
 from t2t_repro.data.vocabulary import VocabularyError
+from t2t_repro.hparams import at_least
 from t2t_repro.registry import problems
 from t2t_repro.utils.atomic_files import atomic_path, write_text_atomically
 
@@ -60,6 +61,17 @@ class TranslateTextFiles(TranslateProblem):
     line) named by paths or glob patterns in --data_hparams; one shared vocabulary, or one per
     side (shared_vocabulary=false). Cleaning rules (`data.cleaning`) apply to the training
     pairs; the eval split drops only empty sides."""
+
+    data_hparam_ranges = {
+        **TranslateProblem.data_hparam_ranges,
+        "source_vocab_size": at_least(0, " (0: vocab_size)"),
+        "target_vocab_size": at_least(0, " (0: vocab_size)"),
+        "character_coverage": ((lambda value: 0 < value <= 1), "above 0 and at most 1"),
+        "max_length": at_least(0, " (0: no limit)"),
+        # Any ratio below 1 drops every pair: the longer side is never shorter than the other.
+        "max_length_ratio": ((lambda value: value == 0 or value >= 1),
+                             "0 (no limit) or at least 1"),
+    }
 
     def __init__(self, data_dir=None, data_hparams=""):
         super().__init__(data_dir, data_hparams)

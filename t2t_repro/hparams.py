@@ -45,12 +45,13 @@ ABOVE_ZERO = ((lambda value: value > 0), "above 0")
 A_FRACTION = ((lambda value: 0 <= value < 1), "at least 0 and below 1")
 
 
-def check_ranges(hparams, ranges):
+def check_ranges(hparams, ranges, kind="hparam"):
     """HParamsError naming the first hparam of `ranges` ({name: (test, what the value must
-    be)}) whose value fails its test; names `hparams` lacks are skipped."""
+    be)}) whose value fails its test; names `hparams` lacks are skipped. `kind` names the
+    hparams in the message ("data hparam", ...)."""
     for name, (test, requirement) in ranges.items():
         if name in hparams and not test(getattr(hparams, name)):
-            raise HParamsError(f"hparam {name}={getattr(hparams, name)!r} must be "
+            raise HParamsError(f"{kind} {name}={getattr(hparams, name)!r} must be "
                                f"{requirement}.")
 
 

@@ -1,7 +1,7 @@
 """The Problem base class: what a registered task provides to the trainer and decoder."""
 
 from t2t_repro.data.packing import CHUNK_SIZE
-from t2t_repro.hparams import HParams, HParamsError
+from t2t_repro.hparams import HParams, HParamsError, check_ranges
 from t2t_repro.errors import UserError
 
 
@@ -44,10 +44,13 @@ class Problem:
 
     # The decode metric that ranks checkpoints by default (`training.best_checkpoint`).
     main_decode_metric = "exact_match"
+    # The data hparams' allowed values (`hparams.check_ranges`), checked on construction.
+    data_hparam_ranges = {}
 
     def __init__(self, data_dir=None, data_hparams=""):
         self.data_dir = data_dir
         self.data_hparams = self.default_data_hparams().override_from_string(data_hparams or "")
+        check_ranges(self.data_hparams, self.data_hparam_ranges, "data hparam")
         # The names set explicitly: checked against data generated earlier.
         self.explicit_data_hparams = [
             item.partition("=")[0].strip()

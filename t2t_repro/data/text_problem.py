@@ -36,7 +36,7 @@ from t2t_repro.data.problem import EVAL, MODES, TRAIN, Problem, ProblemDataError
 from t2t_repro.data.raw_text import MissingRawDataError, RawDataError, reservoir_sample
 from t2t_repro.data.tensor2tensor_subwords import Tensor2TensorSubwords
 from t2t_repro.data.vocabulary import SubwordVocabulary, train_vocabulary
-from t2t_repro.hparams import HParams
+from t2t_repro.hparams import HParams, at_least
 from t2t_repro.names import EOS_ID
 
 # The sides of the data as generated (a `_rev` variant's inputs are the data's targets).
@@ -79,6 +79,7 @@ class TextPairProblem(Problem):
     """
 
     default_vocab_size = 32000
+    data_hparam_ranges = {"num_train_shards": at_least(1), "vocab_sample_pairs": at_least(1)}
     shared_vocabulary = True  # one model over both sides; False: one per side
     vocab_split_by_script = True  # see `vocabulary.train_vocabulary`
     character_coverage = 1.0  # see `vocabulary.train_vocabulary`
@@ -403,8 +404,13 @@ class TextPairProblem(Problem):
         """{data side: vocabulary} of a sample of the training pairs: one model over both sides
         (the same object for both) when shared, else each side's over its own text; each also
         listed as `.vocab` for people."""
-        os.makedirs(self.data_dir, exist_ok=True)
         sample = reservoir_sample(train_pairs, self.data_hparams.vocab_sample_pairs, _SAMPLE_SEED)
+        if not sample:
+            raise ProblemDataError(
+                f"{self.data_name}: no training pair is left to learn a vocabulary from "
+                f"({'; '.join(train_pairs.describe())}); check the files, or loosen the "
+                f"rules that dropped the pairs.")
+        os.makedirs(self.data_dir, exist_ok=True)
         if self.shared_vocabulary:
             shared = self._new_vocabulary(SOURCE, [text for pair in sample for text in pair])
             vocabularies = {SOURCE: shared, TARGET: shared}

@@ -457,3 +457,36 @@ def test_different_numbers_of_lines_are_an_error_naming_them(corpus, tmp_path):
 def test_a_missing_file_hparam_is_an_error_naming_it(tmp_path):
     line = one_line_error(datagen(tmp_path / "data", "source_language=de,target_language=en"))
     assert "train_source, train_target, eval_source, eval_target" in line
+
+
+@pytest.mark.parametrize("extra, named", [
+    ("num_train_shards=0", "data hparam num_train_shards=0 must be at least 1."),
+    ("vocab_sample_pairs=0", "data hparam vocab_sample_pairs=0 must be at least 1."),
+    ("max_length=-1", "data hparam max_length=-1 must be at least 0 (0: no limit)."),
+    # The longer side is never below `ratio` times the shorter for ratio < 1: all would go.
+    ("max_length_ratio=0.5", "data hparam max_length_ratio=0.5 must be 0 (no limit) or at "
+                             "least 1."),
+    ("character_coverage=0.0", "data hparam character_coverage=0.0 must be above 0 and at "
+                               "most 1."),
+    ("shared_vocabulary=false,target_vocab_size=-8",
+     "data hparam target_vocab_size=-8 must be at least 0 (0: vocab_size)."),
+])
+def test_a_data_hparam_out_of_its_range_is_an_error_that_writes_nothing(corpus, tmp_path, extra,
+                                                                       named):
+    hparams = data_hparams(corpus, extra)
+    if extra.startswith("num_train_shards="):  # SMALL sets it: replaced, not given twice
+        hparams = data_hparams(corpus).replace("num_train_shards=2", extra)
+    line = one_line_error(datagen(tmp_path / "data", hparams))
+    assert line == f"error: {named}"
+    assert not (tmp_path / "data").exists()
+
+
+def test_rules_that_drop_every_training_pair_are_an_error_naming_their_counts(corpus, tmp_path):
+    """Not sentencepiece's complaint about training on no sentences."""
+    line = one_line_error(datagen(tmp_path / "data", data_hparams(corpus, "max_length=1")))
+    pairs = len(read_lines(corpus / "part-1.de")) + len(read_lines(corpus / "part-2.de"))
+    assert line.startswith("error: translate_text_files: no training pair is left to learn a "
+                           "vocabulary from")
+    assert f"cleaning: {pairs} pairs, dropped 0 empty, {pairs} max_length" in line
+    assert line.endswith("loosen the rules that dropped the pairs.")
+    assert not (tmp_path / "data").exists()
