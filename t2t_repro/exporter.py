@@ -42,7 +42,8 @@ _DEFAULT_SUBDIRS = {"saved_model": names.EXPORT_SUBDIR,
 flags.DEFINE_enum("export_format", "saved_model", EXPORT_FORMATS,
                   "saved_model (text in, text out, for TF Serving) or ctranslate2.")
 flags.DEFINE_integer("version", None,
-                     "The version folder's number (default: the checkpoint's step).")
+                     "The version folder's number (default: the checkpoint's step).",
+                     lower_bound=0)
 flags.DEFINE_string("quantization", "float32",
                     "ctranslate2: the weight type, float32, int8, int8_float32, int16, float16 "
                     "or bfloat16.")

@@ -40,7 +40,8 @@ from t2t_repro.serving import connections, model_store, rest_api  # noqa: E402
 FLAGS = flags.FLAGS
 
 flags.DEFINE_string("host", "127.0.0.1", "The address to listen on (0.0.0.0: every interface).")
-flags.DEFINE_integer("port", 8501, "The port to listen on (0: a free one).", lower_bound=0)
+flags.DEFINE_integer("port", 8501, "The port to listen on (0: a free one).", lower_bound=0,
+                     upper_bound=65535)
 flags.DEFINE_boolean("enable_batching", True,
                      "Merge concurrent requests into shared model calls.")
 flags.DEFINE_integer("max_batch_size", 32, "The most instances in one model call.",

@@ -448,3 +448,12 @@ def test_an_int8_saved_model_is_refused_naming_ctranslate2s(ende, tmp_path):
     assert refused.returncode == 1 and "Traceback" not in refused.stderr
     assert "--export_format=ctranslate2 --quantization=int8" in refused.stderr
     assert not (tmp_path / "export").exists()
+
+
+def test_a_negative_version_is_refused_as_the_flags_are_read(tmp_path):
+    """No folder `-1`, which no server would take for a version."""
+    refused = run_module("t2t_repro.exporter", f"--output_dir={tmp_path}",
+                         f"--export_dir={tmp_path / 'export'}", "--version=-1")
+    assert refused.returncode == 1 and "Traceback" not in refused.stderr
+    assert "flag --version=-1: -1 is not" in refused.stderr
+    assert not (tmp_path / "export").exists()

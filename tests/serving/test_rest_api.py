@@ -852,3 +852,10 @@ def test_a_request_still_running_when_the_grace_period_ends_gets_a_json_503(stor
         thread.join(60)
     assert replies == [(503, {"error": rest_api.SHUTTING_DOWN})]
     assert not [record for record in log.records if record.exc_info]
+
+
+def test_a_port_no_socket_takes_is_refused_as_the_flags_are_read(tmp_path):
+    """Not an OverflowError from bind() once the export is loaded."""
+    result = run_module("t2t_repro.serve", f"--export_dir={tmp_path}", "--port=65536")
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
+    assert "flag --port=65536: 65536 is not" in result.stderr
