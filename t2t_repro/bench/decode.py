@@ -33,6 +33,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from t2t_repro.bench.arguments import non_negative_int, positive_int
 from t2t_repro.bench.newstest import (newstest2014, shared_vocabulary_problem,
                                       shared_vocabulary_problem_in)
 from t2t_repro.bench.peak_memory import run_in_own_process
@@ -177,9 +178,9 @@ def main(argv):
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--data_root", default=DEFAULT_DATA_ROOT,
                         help="the shared data folder holding multi30k_ende/ and wmt14_ende/")
-    parser.add_argument("--sentences", type=int, default=500,
+    parser.add_argument("--sentences", type=positive_int, default=500,
                         help="how many newstest2014 lines to decode (protocol: 500)")
-    parser.add_argument("--uncached_every", type=int, default=4,
+    parser.add_argument("--uncached_every", type=non_negative_int, default=4,
                         help="time the uncached decoder on every n-th batch (1: all batches; "
                              "0: neither it nor the host loop)")
     parser.add_argument("--skip_peer", action="store_true", help="do not run CTranslate2")

@@ -22,6 +22,7 @@ import time
 
 import numpy as np
 
+from t2t_repro.bench.arguments import comma_list, non_negative_int, positive_int
 from t2t_repro.bench.newstest import encode_with_shared_vocabulary, newstest2014
 from t2t_repro.bench.peak_memory import run_in_own_process
 from t2t_repro.bench.pipeline import DEFAULT_DATA_ROOT
@@ -120,12 +121,13 @@ def main(argv):
     parser = argparse.ArgumentParser(prog="python -m t2t_repro.bench packing",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--data_root", default=DEFAULT_DATA_ROOT)
-    parser.add_argument("--batch_tokens", default="4096",
+    parser.add_argument("--batch_tokens", type=comma_list(positive_int), default=[4096],
                         help="comma-separated budgets (the paper's: 25000)")
     parser.add_argument("--backends", default="tensorflow,jax",
                         help="backends to time training under; empty: padding only")
-    parser.add_argument("--steps", type=int, default=4, help="timed steps per contender")
-    parser.add_argument("--warmup", type=int, default=1, help="untimed steps per contender")
+    parser.add_argument("--steps", type=positive_int, default=4, help="timed steps per contender")
+    parser.add_argument("--warmup", type=non_negative_int, default=1,
+                        help="untimed steps per contender")
     parser.add_argument("--hparams", default="",
                         help="transformer_base overrides for every contender, e.g. "
                              "dtype_policy=mixed_bfloat16")
@@ -137,7 +139,7 @@ def main(argv):
             args.data_root, work, sources + newstest2014(args.data_root, "de"))
     pairs = list(zip(encoded[: len(sources)], encoded[len(sources):]))
     rows = []
-    for budget in map(int, args.batch_tokens.split(",")):
+    for budget in args.batch_tokens:
         epochs = {batching: epoch_batches(pairs, batching, budget) for batching in BATCHINGS}
         for which, chosen in (("", lambda batches: batches),
                               (f" in the first {args.steps} full batches",

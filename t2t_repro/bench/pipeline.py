@@ -25,6 +25,7 @@ import statistics
 import tempfile
 import time
 
+from t2t_repro.bench.arguments import positive_int
 from t2t_repro.bench.peak_memory import peak_bytes, reset_peak
 
 DEFAULT_DATA_ROOT = os.environ.get(
@@ -143,11 +144,11 @@ def main(argv):
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--data_root", default=DEFAULT_DATA_ROOT,
                         help="the shared data folder holding multi30k_ende/ and wmt14_ende/")
-    parser.add_argument("--vocab_size", type=int, default=37000,
+    parser.add_argument("--vocab_size", type=positive_int, default=37000,
                         help="translate_ende's vocabulary size (paper: 37000)")
-    parser.add_argument("--passes", type=int, default=3, help="full passes per pipeline")
-    parser.add_argument("--train_steps", type=int, default=3, help="timed training steps")
-    parser.add_argument("--train_batch_size", type=int, default=4096,
+    parser.add_argument("--passes", type=positive_int, default=3, help="full passes per pipeline")
+    parser.add_argument("--train_steps", type=positive_int, default=3, help="timed training steps")
+    parser.add_argument("--train_batch_size", type=positive_int, default=4096,
                         help="tokens per training step (the paper's per-GPU share is ~3,100)")
     args = parser.parse_args(argv)
 

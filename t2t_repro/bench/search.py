@@ -24,6 +24,7 @@ import os
 
 import numpy as np
 
+from t2t_repro.bench.arguments import comma_list, non_negative_float, positive_int
 from t2t_repro.decoding.beam_search import length_penalty
 from t2t_repro.decoding.precision import PRECISIONS, model_in_precision
 from t2t_repro.names import EOS_ID
@@ -92,10 +93,10 @@ def main(argv):
                         help="a checkpoint file or folder (default: the run's newest)")
     parser.add_argument("--source_file", required=True)
     parser.add_argument("--reference_file", required=True)
-    parser.add_argument("--beam_sizes", default="1,4,8")
-    parser.add_argument("--alphas", default="0.6,1.0,1.4")
+    parser.add_argument("--beam_sizes", type=comma_list(positive_int), default=[1, 4, 8])
+    parser.add_argument("--alphas", type=comma_list(non_negative_float), default=[0.6, 1.0, 1.4])
     parser.add_argument("--extra_length", type=int, default=50)
-    parser.add_argument("--batch_size", type=int, default=32)
+    parser.add_argument("--batch_size", type=positive_int, default=32)
     parser.add_argument("--precision", default="float32", choices=PRECISIONS,
                         help="decode and score a copy of the model computing in this precision")
     args = parser.parse_args(argv)
@@ -111,8 +112,7 @@ def main(argv):
     references = read_lines(args.reference_file)
     source_ids = encode_lines(problem, sources, args.source_file)
     scorer = Scorer(model)
-    beam_sizes = [int(size) for size in args.beam_sizes.split(",")]
-    alphas = [float(alpha) for alpha in args.alphas.split(",")]
+    beam_sizes, alphas = args.beam_sizes, args.alphas
     greedy = [ids for ids, _ in best_hypotheses(problem, model, source_ids, 1, 0.0,
                                                 args.extra_length, args.batch_size)]
     greedy_finished = np.array([bool(ids) and ids[-1] == EOS_ID for ids in greedy])

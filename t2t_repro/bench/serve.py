@@ -26,6 +26,8 @@ import sys
 import threading
 import time
 
+from t2t_repro.bench.arguments import (non_negative_float, non_negative_int,
+                                       positive_float, positive_int)
 from t2t_repro.bench.pipeline import DEFAULT_DATA_ROOT
 from t2t_repro.bench.report import format_table
 from t2t_repro.serving.client import QueryError, parse_predictions, predict_path, request_body
@@ -146,9 +148,10 @@ def main(argv):
     parser.add_argument("--export_dir", required=True,
                         help="the exporter's folder of versions (RUN/export)")
     parser.add_argument("--model_name", default="default")
-    parser.add_argument("--clients", type=int, default=16, help="concurrent clients (threads)")
-    parser.add_argument("--seconds", type=float, default=30, help="the measured time")
-    parser.add_argument("--warmup_seconds", type=float, default=2,
+    parser.add_argument("--clients", type=positive_int, default=16,
+                        help="concurrent clients (threads)")
+    parser.add_argument("--seconds", type=positive_float, default=30, help="the measured time")
+    parser.add_argument("--warmup_seconds", type=non_negative_float, default=2,
                         help="load before the measured time, not counted")
     parser.add_argument("--sentences_file",
                         default=os.path.normpath(os.path.join(
@@ -156,8 +159,8 @@ def main(argv):
                         help="the sentences sent, one per line")
     parser.add_argument("--batching", choices=("both", "on", "off"), default="both",
                         help="the server's --enable_batching: both runs it twice, on then off")
-    parser.add_argument("--max_batch_size", type=int, default=32)
-    parser.add_argument("--batch_timeout_micros", type=int,
+    parser.add_argument("--max_batch_size", type=positive_int, default=32)
+    parser.add_argument("--batch_timeout_micros", type=non_negative_int,
                         help="passed to the server when given (default: the server's)")
     args = parser.parse_args(argv)
     if args.clients < 1 or args.seconds <= 0 or args.warmup_seconds < 0:

@@ -32,6 +32,7 @@ import time
 
 import numpy as np
 
+from t2t_repro.bench.arguments import non_negative_int, positive_int
 from t2t_repro.bench.newstest import encode_with_shared_vocabulary, newstest2014
 from t2t_repro.bench.peak_memory import run_in_own_process
 from t2t_repro.bench.pipeline import DEFAULT_DATA_ROOT
@@ -135,10 +136,11 @@ def main(argv):
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--data_root", default=DEFAULT_DATA_ROOT,
                         help="the shared data folder holding multi30k_ende/ and wmt14_ende/")
-    parser.add_argument("--batch_tokens", type=int, default=4096,
+    parser.add_argument("--batch_tokens", type=positive_int, default=4096,
                         help="padded target tokens per batch (protocol: 4096)")
-    parser.add_argument("--steps", type=int, default=5, help="timed steps per contender")
-    parser.add_argument("--warmup", type=int, default=2, help="untimed steps per contender")
+    parser.add_argument("--steps", type=positive_int, default=5, help="timed steps per contender")
+    parser.add_argument("--warmup", type=non_negative_int, default=2,
+                        help="untimed steps per contender")
     parser.add_argument("--skip_peer", action="store_true", help="do not run PyTorch")
     args = parser.parse_args(argv)
 

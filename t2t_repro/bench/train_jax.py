@@ -45,6 +45,7 @@ import typing
 
 import numpy as np
 
+from t2t_repro.bench.arguments import non_negative_int, positive_float, positive_int
 from t2t_repro.bench import kernel_profile
 from t2t_repro.bench.newstest import encode_with_shared_vocabulary, newstest2014
 from t2t_repro.bench.peak_memory import peak_bytes, reset_peak, run_in_own_process
@@ -114,33 +115,35 @@ def main(argv):
     parser = argparse.ArgumentParser(prog="python -m t2t_repro.bench train --backend=jax",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--data_root", default=DEFAULT_DATA_ROOT)
-    parser.add_argument("--batch_tokens", type=int, default=25000,
+    parser.add_argument("--batch_tokens", type=positive_int, default=25000,
                         help="padded target tokens per batch (the paper's: ~25,000)")
     parser.add_argument("--hparams_sets", default="transformer_base,transformer_big")
     parser.add_argument("--dtypes", default="float32,mixed_bfloat16",
                         help="dtype policies: float32, mixed_bfloat16")
     parser.add_argument("--hparams", default="",
                         help="overrides of every hparams set, e.g. layer_prepostprocess_dropout=0")
-    parser.add_argument("--steps", type=int, default=10, help="timed steps per contender")
-    parser.add_argument("--warmup", type=int, default=3, help="untimed steps per contender")
-    parser.add_argument("--peak_tflops", type=float, default=None,
+    parser.add_argument("--steps", type=positive_int, default=10, help="timed steps per contender")
+    parser.add_argument("--warmup", type=non_negative_int, default=3,
+                        help="untimed steps per contender")
+    parser.add_argument("--peak_tflops", type=positive_float, default=None,
                         help="one device's peak TFLOPS (default: looked up by its name)")
     parser.add_argument("--torch_eager", action="store_true",
                         help="the peer runs eagerly instead of under torch.compile")
     parser.add_argument("--skip_peer", action="store_true", help="do not run PyTorch")
-    parser.add_argument("--length_multiple", type=int, default=1,
+    parser.add_argument("--length_multiple", type=positive_int, default=1,
                         help="pad the batch's lengths to a multiple of this (the JAX trainer's "
                              "buckets are multiples of 8; cuDNN's fused attention needs even)")
     parser.add_argument("--variants", default="",
                         help="semicolon-separated hparams overrides, each measured as our step "
                              "beside the plain one, e.g. 'fused_attention=true'")
-    parser.add_argument("--decode_sentences", type=int, default=0,
+    parser.add_argument("--decode_sentences", type=non_negative_int, default=0,
                         help="also decode this many newstest2014 sentences (0: none)")
     parser.add_argument("--profile_dir", default="",
                         help="trace each of our steps into a folder of this one (jax.profiler) "
                              "and print the device's kernel time by kind (the trace's host "
                              "memory counts in our peak)")
-    parser.add_argument("--profile_steps", type=int, default=3, help="steps each trace holds")
+    parser.add_argument("--profile_steps", type=positive_int, default=3,
+                        help="steps each trace holds")
     args = parser.parse_args(argv)
 
     def profile(label):

@@ -1,0 +1,40 @@
+"""Argument types for the benchmarks' parsers: numbers held to a range, and comma-separated
+lists of them. argparse refuses a value outside it as a usage error naming the flag, before
+anything is loaded, where the benchmark would otherwise fail minutes later or measure nothing."""
+
+import argparse
+
+
+def _number(kind, lowest, lowest_allowed=True):
+    """An argparse type: `kind(text)`, at least `lowest` (above it if not `lowest_allowed`)."""
+    wanted = (f"{'a whole number' if kind is int else 'a number'} "
+              f"{'of at least' if lowest_allowed else 'above'} {lowest}")
+
+    def parse(text):
+        try:
+            value = kind(text)
+        except ValueError:
+            value = None
+        if value is None or value < lowest or (value == lowest and not lowest_allowed):
+            raise argparse.ArgumentTypeError(f"must be {wanted}, got {text!r}")
+        return value
+
+    return parse
+
+
+positive_int = _number(int, 1)
+non_negative_int = _number(int, 0)
+positive_float = _number(float, 0, lowest_allowed=False)
+non_negative_float = _number(float, 0)
+
+
+def comma_list(item_type):
+    """An argparse type: a comma-separated list of one or more `item_type` values."""
+
+    def parse(text):
+        items = [item.strip() for item in text.split(",") if item.strip()]
+        if not items:
+            raise argparse.ArgumentTypeError("names no value")
+        return [item_type(item) for item in items]
+
+    return parse

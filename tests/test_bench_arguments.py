@@ -1,0 +1,46 @@
+"""The benchmarks' argument types: a number out of its range, or a list naming nothing, is a
+usage error naming the flag before anything loads."""
+
+import argparse
+
+import pytest
+
+from t2t_repro.bench.arguments import (comma_list, non_negative_float, non_negative_int,
+                                       positive_float, positive_int)
+
+
+@pytest.mark.parametrize("parse, text, value", [
+    (positive_int, "1", 1), (positive_int, "500", 500), (non_negative_int, "0", 0),
+    (positive_float, "0.5", 0.5), (non_negative_float, "0", 0.0),
+    (comma_list(positive_int), "1, 4,8,", [1, 4, 8]),
+    (comma_list(non_negative_float), "0,1.4", [0.0, 1.4]),
+])
+def test_values_in_range_parse(parse, text, value):
+    assert parse(text) == value
+
+
+@pytest.mark.parametrize("parse, text, message", [
+    (positive_int, "0", "must be a whole number of at least 1, got '0'"),
+    (positive_int, "-3", "must be a whole number of at least 1, got '-3'"),
+    (positive_int, "2.5", "must be a whole number of at least 1, got '2.5'"),
+    (non_negative_int, "-1", "must be a whole number of at least 0, got '-1'"),
+    (positive_float, "0", "must be a number above 0, got '0'"),
+    (non_negative_float, "x", "must be a number of at least 0, got 'x'"),
+    (comma_list(positive_int), "4,0", "must be a whole number of at least 1, got '0'"),
+    (comma_list(positive_int), " , ", "names no value"),
+])
+def test_values_out_of_range_are_refused_saying_what_is_wanted(parse, text, message):
+    with pytest.raises(argparse.ArgumentTypeError) as error:
+        parse(text)
+    assert str(error.value) == message
+
+
+def test_a_benchmark_refuses_a_count_out_of_range_before_loading_anything(capsys):
+    """Exit status 2 and argparse's usage error, not an IndexError once the data is read."""
+    from t2t_repro.bench import decode
+
+    with pytest.raises(SystemExit) as exit:
+        decode.main(["--sentences=0"])
+    assert exit.value.code == 2
+    assert ("argument --sentences: must be a whole number of at least 1, got '0'"
+            in capsys.readouterr().err)
