@@ -25,10 +25,10 @@ from absl import flags
 from t2t_repro.cli import entry_point, run_flags  # noqa: F401 (run_flags: --model_name)
 from t2t_repro.cli.entry_point import FlagAlias, apply_flag_aliases, check_usage
 from t2t_repro.errors import ConfigurationError
-from t2t_repro.serving.client import (BEST_SIGNATURE, QueryError, answers_in_batches, predict,
-                                      score)
-from t2t_repro.utils.text_lines import (TextLinesError, beams_line, iter_lines, output_field,
-                                        score_line, source_target_pair)
+from t2t_repro.serving.client import (BEST_SIGNATURE, QueryError, answers_in_batches,
+                                      check_server, predict, score)
+from t2t_repro.utils.text_lines import (TextLinesError, beams_line, iter_lines, open_flagged,
+                                        output_field, score_line, source_target_pair)
 
 FLAGS = flags.FLAGS
 
@@ -94,8 +94,9 @@ def main(argv):
     if FLAGS.score and FLAGS["signature_name"].present:
         raise ConfigurationError("--score sends every line to the score signature; give no "
                                  "--signature_name with it.")
+    check_server(FLAGS.server)
     if FLAGS.inputs_file:
-        with open(FLAGS.inputs_file, "rb") as binary:
+        with open_flagged(FLAGS.inputs_file, "--inputs_file") as binary:
             translate(enumerate(iter_lines(binary, FLAGS.inputs_file), 1), FLAGS.batch_size,
                       FLAGS.inputs_file)
     elif sys.stdin.isatty():

@@ -38,6 +38,14 @@ class ServerError(QueryError):
         self.status = status
 
 
+def check_server(server):
+    """QueryError unless `server` is an http:// or https:// address with a host."""
+    address = urllib.parse.urlsplit(server)
+    if address.scheme not in ("http", "https") or not address.netloc:
+        raise QueryError(f"--server={server} is not an http:// or https:// address; give one "
+                         f"such as --server=http://127.0.0.1:8501.")
+
+
 def predict_path(model_name):
     return f"/v1/models/{urllib.parse.quote(model_name, safe='')}:predict"
 

@@ -36,20 +36,22 @@ def iter_lines(binary, label):
         yield line.removesuffix("\n").removesuffix("\r") if line.endswith("\n") else line
 
 
+def open_flagged(path, flag):
+    """`path` opened for reading bytes; a file that cannot be opened is a TextLinesError
+    naming `flag` (such as "--reference"), the command-line flag that named it."""
+    try:
+        return open(path, "rb")
+    except OSError as error:
+        raise TextLinesError(f"cannot read {flag}={path}: {error.strerror}.") from error
+
+
 def read_lines(path, flag=None):
     """The lines of the UTF-8 text file at `path`, as a list (see the module's rule).
 
-    `flag` (such as "--reference"): the command-line flag that named the file. Errors then
-    name the flag, and a file that cannot be opened is a TextLinesError, not an OSError."""
-    label = f"{flag}={path}" if flag else path
-    try:
-        binary = open(path, "rb")
-    except OSError as error:
-        if flag is None:
-            raise
-        raise TextLinesError(f"cannot read {label}: {error.strerror}.") from error
-    with binary:
-        return list(iter_lines(binary, label))
+    `flag`: the command-line flag that named the file. Errors then name the flag, and a file
+    that cannot be opened is a TextLinesError (`open_flagged`), not an OSError."""
+    with (open_flagged(path, flag) if flag else open(path, "rb")) as binary:
+        return list(iter_lines(binary, f"{flag}={path}" if flag else path))
 
 
 # What would break an output line apart: a line ending, and the tab between fields.

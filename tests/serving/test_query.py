@@ -101,6 +101,23 @@ def test_no_server_is_a_clear_error():
     assert "python -m t2t_repro.serve" in result.stderr
 
 
+@pytest.mark.parametrize("server", ["127.0.0.1:8501", "ftp://127.0.0.1:8501", "http://"])
+def test_a_server_that_is_no_http_address_is_a_one_line_error(server):
+    result = run_module("t2t_repro.query", f"--server={server}", input="hello\n")
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
+    assert result.stderr.strip() == (
+        f"error: --server={server} is not an http:// or https:// address; give one such as "
+        f"--server=http://127.0.0.1:8501.")
+
+
+def test_an_inputs_file_that_cannot_be_read_is_a_one_line_error_naming_it(tmp_path):
+    missing = tmp_path / "absent.txt"
+    result = run_module("t2t_repro.query", f"--inputs_file={missing}")
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
+    assert result.stderr.strip() == (
+        f"error: cannot read --inputs_file={missing}: No such file or directory.")
+
+
 def test_predict_gives_each_answer_and_every_beam(server):
     texts = ["a man", "café"]
     assert predict(server.url, "default", texts) == [expected_translation(t) for t in texts]
