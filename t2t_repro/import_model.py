@@ -44,10 +44,11 @@ flags.DEFINE_string("checkpoint", None, "tensor2tensor: the checkpoint (its fold
 flags.DEFINE_string("vocab_file", None, "tensor2tensor: its SubwordTextEncoder vocabulary "
                     "file (or give --problem and --data_dir).")
 flags.DEFINE_integer("num_heads", 8, "tensor2tensor: attention heads, which a checkpoint "
-                     "does not record (transformer_base 8, transformer_big 16).")
+                     "does not record (transformer_base 8, transformer_big 16).", lower_bound=1)
 flags.DEFINE_integer("target_space_id", 0, "tensor2tensor: the problem's target space, the "
                      "row of target_space_embedding added to the encoder input (0, GENERIC, "
-                     "for current translate problems; older ones used e.g. DE_TOK 8).")
+                     "for current translate problems; older ones used e.g. DE_TOK 8).",
+                     lower_bound=0)
 flags.DEFINE_string("source_language", None, "The source language's code (e.g. de), as "
                     "translate_text_files records it.")
 flags.DEFINE_string("target_language", None, "The target language's code (e.g. en): BLEU's "
@@ -85,7 +86,8 @@ def main(argv):
         others += [f"--{name}" for name in TENSOR2TENSOR_OPTIONS if FLAGS[name].present]
     others += [f"--{name}" for name in UNUSED_PROBLEM_FLAGS if FLAGS[name].present]
     if others:
-        raise ConfigurationError(f"{', '.join(others)} do not apply to --format={FLAGS.format}.")
+        raise ConfigurationError(f"{', '.join(others)} {'does' if len(others) == 1 else 'do'} "
+                                 f"not apply to --format={FLAGS.format}.")
     if FLAGS.format == "tensor2tensor":
         return import_tensor2tensor()
     if FLAGS.format == "opus_mt":

@@ -175,6 +175,20 @@ def test_other_model_and_missing_vocabulary_are_one_line_errors(vocab_file, tmp_
         assert not output.exists()
 
 
+@pytest.mark.parametrize("flag", ["--num_heads=0", "--target_space_id=-1"])
+def test_heads_or_a_target_space_below_their_range_are_refused_as_the_flags_are_read(
+        vocab_file, tmp_path, flag):
+    """Not a ZeroDivisionError, or Python's row -1 taken for the last target space."""
+    output = tmp_path / "run"
+    result = run_module("t2t_repro.import_model", "--format=tensor2tensor",
+                        f"--checkpoint={tmp_path}", f"--vocab_file={vocab_file}",
+                        "--source_language=en", "--target_language=de",
+                        f"--output_dir={output}", flag)
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
+    assert f"flag {flag}: {flag.split('=')[1]} is not" in result.stderr
+    assert not output.exists()
+
+
 def numpy_greedy(variables, pre_norm, layers, inputs, max_length):
     """Greedy decoding with `numpy_logits`: the likeliest id but padding at each step, to EOS
     or `max_length` ids."""
