@@ -67,7 +67,8 @@ flags.DEFINE_integer("eval_decode_examples", 100,
                      lower_bound=-1)
 flags.DEFINE_integer("decode_examples", 0,
                      "After training, greedy-decode this many eval examples, print the first "
-                     "few beside their targets and report how many came out exactly right.")
+                     "few beside their targets and report how many came out exactly right.",
+                     lower_bound=0)
 flags.DEFINE_string("eval_early_stopping_metric", None,
                     "The eval metric that ranks checkpoints for <output_dir>/best/ and early "
                     "stopping (default: the problem's main decode metric: bleu, bracket_f1 or "

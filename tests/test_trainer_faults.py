@@ -131,6 +131,7 @@ def test_five_kills_one_mid_checkpoint_each_resume_from_the_newest_complete_chec
     ("--hparams=batch_size=256,max_length=1",  # every example: 1 to 20 symbols and EOS
      "max_length=1 leaves out every train example of algorithmic_copy: they are 2 to 21"),
     ("--train_steps=0", "--train_steps=0 makes no sense: it must be at least 1"),
+    ("--decode_examples=-3", "flag --decode_examples=-3: -3 is not"),
     # Model hparams no Transformer is built with (transformer_tiny: d_model 64, 4 heads).
     ("--hparams=batch_size=256,max_length=24,hidden_size=0",
      "hparam hidden_size=0 must be at least 1."),
