@@ -54,6 +54,8 @@ flags.DEFINE_string("target_prefix_file", None,
 flags.DEFINE_string("score_file", None,
                     "Score given translations instead of decoding: lines source<TAB>target; "
                     "writes each target's log-probability (nats, EOS included) and its pieces.")
+# The files the decoder reads, which --decode_to_file must not replace.
+INPUT_FILE_FLAGS = ("decode_from_file", "decode_reference", "target_prefix_file", "score_file")
 
 
 def score(problem, decode_hparams):
@@ -81,6 +83,8 @@ def run():
 
     if FLAGS.decode_to_file:  # before the work whose result it is to hold
         output_paths.check_output_file(FLAGS.decode_to_file, "--decode_to_file")
+        output_paths.check_not_an_input(FLAGS.decode_to_file, "--decode_to_file", {
+            f"--{name}": FLAGS[name].value for name in INPUT_FILE_FLAGS})
     problem = problem_flags.create_problem()
     problem.check_data()
     decode_hparams = create_decode_hparams(problem, FLAGS.decode_hparams)

@@ -220,3 +220,23 @@ def test_a_run_folder_that_does_not_exist_is_named_as_such(tmp_path):
     assert error_lines(result.stderr) == [
         f"error: missing --problem; --output_dir={missing} does not exist, so no flags.txt "
         f"names one; see --helpfull."]
+
+
+@pytest.mark.parametrize("flag", ["--decode_from_file", "--decode_reference",
+                                  "--target_prefix_file", "--score_file"])
+def test_an_output_file_that_is_an_input_is_refused_before_it_is_replaced(reverse_run, tmp_path,
+                                                                          flag):
+    sources = tmp_path / "sources.txt"
+    sources.write_text("1 2\n")
+    given = tmp_path / "given.txt"
+    given.write_text("3 4\n")
+    inputs = {flag: given} if flag in ("--decode_from_file", "--score_file") else {
+        "--decode_from_file": sources, flag: given}
+    output = f"{tmp_path}/./given.txt"  # the same file, spelt otherwise
+    result = run_decoder(reverse_run, *(f"{name}={path}" for name, path in inputs.items()),
+                         f"--decode_to_file={output}")
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
+    assert error_lines(result.stderr) == [
+        f"error: --decode_to_file={output} is the {flag} file; writing it would replace it. "
+        f"Name another output file."]
+    assert given.read_text() == "3 4\n"

@@ -45,3 +45,12 @@ def check_output_file(path, flag):
         raise ConfigurationError(f"{flag}={path} cannot be written: its folder {folder} does not "
                                  f"exist; create it first.")
     _check_writable(folder, flag, path)
+
+
+def check_not_an_input(path, flag, inputs):
+    """Raises ConfigurationError when the output `path` is one of `inputs` ({flag: path} of the
+    files the command reads): writing it would replace what the command was given."""
+    for input_flag, input_path in inputs.items():
+        if input_path and os.path.exists(path) and os.path.samefile(path, input_path):
+            raise ConfigurationError(f"{flag}={path} is the {input_flag} file; writing it would "
+                                     f"replace it. Name another output file.")
