@@ -49,6 +49,9 @@ class ParsingWsj(TextPairProblem):
         hparams.extra_length = 300
         return hparams
 
+    def decode_metric_names(self):
+        return ("bracket_precision", "bracket_recall", "bracket_f1")
+
     def decode_metrics(self, inputs, outputs, targets):
         """Labelled bracket precision, recall and F1 (EVALB, COLLINS.prm), in percent."""
         score = corpus_bracket_f1(

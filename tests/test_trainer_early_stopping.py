@@ -113,6 +113,11 @@ def test_by_default_the_best_is_the_main_decode_metric_with_its_decodes_file(tmp
      "ranking checkpoints by exact_match needs --eval_decode_examples > 0"),
     (["--schedule=train", "--eval_early_stopping_steps=10"],
      "--eval_early_stopping_steps needs evaluations during training"),
+    # Refused before training, not at the first evaluation.
+    (["--eval_early_stopping_metric=exact_matsh"],
+     "the evaluation reports no exact_matsh to rank checkpoints by "
+     "(--eval_early_stopping_metric); it reports accuracy, exact_match, loss, "
+     "neg_log_perplexity."),
 ])
 def test_early_stopping_without_what_it_needs_is_a_one_line_error(tmp_path, flags, message):
     result = run_trainer(f"--output_dir={tmp_path / 'run'}", "--train_steps=10", *flags)

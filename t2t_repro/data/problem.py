@@ -150,6 +150,11 @@ class Problem:
         α = 0.6, outputs up to the input length + 50; `batch_size` counts sentences."""
         return HParams(beam_size=4, alpha=0.6, extra_length=50, batch_size=32)
 
+    def decode_metric_names(self):
+        """The names `decode_metrics` reports, known before any evaluation (a class that
+        overrides one overrides both; see `training.best_checkpoint.declared_decode_metrics`)."""
+        return ("exact_match",)
+
     def decode_metrics(self, inputs, outputs, targets):
         """Scores decoded text against the references: `{name: value}` for TensorBoard.
 

@@ -147,6 +147,9 @@ class TranslateProblem(TextPairProblem):
             return self.target_language, self.input_language
         return self.input_language, self.target_language
 
+    def decode_metric_names(self):
+        return ("bleu", tokenized_bleu_name(self.target_language))
+
     def decode_metrics(self, inputs, outputs, targets):
         """Real BLEU (sacreBLEU, detokenized) and the tokenized BLEU of the target language: the
         paper's compound-split one for German (`bleu_tokenized_compound_split`), without the

@@ -49,7 +49,9 @@ class Criterion:
 def choose_criterion(problem, decoding, metric=None, minimize=None, delta=0.0, patience=0):
     """`(Criterion, note)`. The default metric is the problem's main decode metric; without
     decoding (`decoding` false) it falls back to `loss` with a `note` saying so, unless early
-    stopping was asked for: then, as for a decode metric named explicitly, it is an error."""
+    stopping was asked for: then, as for a decode metric named explicitly, it is an error. So
+    is a metric the evaluation will not report, where the problem declares its decode metrics
+    (`declared_decode_metrics`): before training, not at the first evaluation."""
     note = None
     if metric is None and decoding:
         metric = problem.main_decode_metric
@@ -62,9 +64,30 @@ def choose_criterion(problem, decoding, metric=None, minimize=None, delta=0.0, p
             f"ranking checkpoints by {metric or problem.main_decode_metric} needs "
             f"--eval_decode_examples > 0; set it, or --eval_early_stopping_metric to one of "
             f"{', '.join(TEACHER_FORCED_METRICS)}.")
+    decoded = declared_decode_metrics(problem)
+    if metric not in TEACHER_FORCED_METRICS and decoded is not None and metric not in decoded:
+        raise unreported_metric_error(metric, TEACHER_FORCED_METRICS + decoded)
     if minimize is None:
         minimize = metric in _MINIMIZED_METRICS
     return Criterion(metric, minimize, delta, patience), note
+
+
+def declared_decode_metrics(problem):
+    """The names the problem's `decode_metrics` reports, from the `decode_metric_names` the
+    same class defines; None where a subclass overrides `decode_metrics` alone (a user's
+    problem, say): its names are known only once it evaluates."""
+    def owner(method):
+        return next(cls for cls in type(problem).__mro__ if method in vars(cls))
+
+    if owner("decode_metrics") is not owner("decode_metric_names"):
+        return None
+    return tuple(problem.decode_metric_names())
+
+
+def unreported_metric_error(metric, reported):
+    return ConfigurationError(
+        f"the evaluation reports no {metric} to rank checkpoints by "
+        f"(--eval_early_stopping_metric); it reports {', '.join(sorted(reported))}.")
 
 
 def read_record(directory):
@@ -123,9 +146,7 @@ class BestCheckpoint:
         """
         metric = self.criterion.metric
         if metric not in scalars:
-            raise ConfigurationError(
-                f"the evaluation reports no {metric} to rank checkpoints by "
-                f"(--eval_early_stopping_metric); it reports {', '.join(sorted(scalars))}.")
+            raise unreported_metric_error(metric, scalars)
         value = float(scalars[metric])
         best = self.record and self.record["value"]
         if not is_improvement(value, best, self.criterion.minimize, self.criterion.delta):

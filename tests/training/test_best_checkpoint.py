@@ -8,7 +8,7 @@ import pytest
 from t2t_repro import registry
 from t2t_repro.errors import ConfigurationError
 from t2t_repro.training.best_checkpoint import (BestCheckpoint, Criterion, choose_criterion,
-                                                is_improvement)
+                                                declared_decode_metrics, is_improvement)
 from t2t_repro.training.checkpoints import list_checkpoints
 
 # Evaluated every 10 steps; values are exact binary fractions, so that gains compare exactly.
@@ -109,6 +109,39 @@ def test_without_decoding_the_default_falls_back_to_loss_unless_early_stopping_i
             choose_criterion(problem, decoding=False, **asked)
     criterion, _ = choose_criterion(problem, decoding=False, metric="accuracy", patience=100)
     assert criterion == Criterion("accuracy", minimize=False, patience=100)
+
+
+@pytest.mark.parametrize("problem, inputs, outputs", [
+    ("algorithmic_copy", ["1 2"], ["1 2"]),
+    ("translate_ende", None, ["Ein Hund ."]),
+    ("translate_ende_rev", None, ["A dog ."]),
+    ("translate_enfr", None, ["Un chien ."]),
+    ("parsing_wsj", ["dogs bark"], ["(S (NP NNS )NP (VP VBP )VP )S"]),
+])
+def test_each_problem_declares_the_decode_metrics_it_reports(problem, inputs, outputs):
+    problem = registry.problems[problem]()
+    reported = problem.decode_metrics(inputs, outputs, outputs)
+    assert tuple(reported) == declared_decode_metrics(problem)
+    assert problem.main_decode_metric in reported
+
+
+def test_a_metric_no_evaluation_reports_is_refused_before_training():
+    for name, misspelt in (("algorithmic_copy", "exact_matsh"), ("translate_ende", "blue")):
+        with pytest.raises(ConfigurationError) as error:
+            choose_criterion(registry.problems[name](), decoding=True, metric=misspelt)
+        assert f"reports no {misspelt} to rank checkpoints by" in str(error.value)
+        assert "loss, neg_log_perplexity" in str(error.value)
+
+
+def test_a_problem_that_overrides_decode_metrics_alone_is_checked_at_its_evaluation():
+    """A user's problem whose own metric names the base class cannot know."""
+    class Graded(registry.problems["algorithmic_copy"]):
+        def decode_metrics(self, inputs, outputs, targets):
+            return {"graded": 1.0}
+
+    assert declared_decode_metrics(Graded()) is None
+    criterion, _ = choose_criterion(Graded(), decoding=True, metric="graded")
+    assert criterion == Criterion("graded", minimize=False)
 
 
 def test_a_metric_the_evaluation_does_not_report_is_an_error_naming_those_it_does(tmp_path):
