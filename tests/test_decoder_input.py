@@ -181,9 +181,12 @@ def test_an_input_file_that_cannot_be_read_is_a_one_line_error_naming_its_flag(
         reverse_run, tmp_path, flag):
     sources, missing = tmp_path / "sources.txt", tmp_path / "absent.txt"
     sources.write_text("1 2\n")
+    earlier_output = tmp_path / "decodes.txt"  # compared with the inputs: not a missing one
+    earlier_output.write_text("2 1\n")
     given = {flag: missing} if flag in ("--decode_from_file", "--score_file") else {
         "--decode_from_file": sources, flag: missing}
-    result = run_decoder(reverse_run, *(f"{name}={path}" for name, path in given.items()))
+    result = run_decoder(reverse_run, *(f"{name}={path}" for name, path in given.items()),
+                         f"--decode_to_file={earlier_output}")
     assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
     assert error_lines(result.stderr) == [
         f"error: cannot read {flag}={missing}: No such file or directory."]

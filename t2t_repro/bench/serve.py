@@ -32,7 +32,7 @@ from t2t_repro.bench.pipeline import DEFAULT_DATA_ROOT
 from t2t_repro.bench.report import format_table
 from t2t_repro.serving.client import QueryError, parse_predictions, predict_path, request_body
 from t2t_repro.serving.local_server import HOST, LocalServer
-from t2t_repro.utils.text_lines import read_lines
+from t2t_repro.utils.text_lines import TextLinesError, read_lines
 
 REQUEST_TIMEOUT_S = 60
 
@@ -163,12 +163,11 @@ def main(argv):
     parser.add_argument("--batch_timeout_micros", type=non_negative_int,
                         help="passed to the server when given (default: the server's)")
     args = parser.parse_args(argv)
-    if args.clients < 1 or args.seconds <= 0 or args.warmup_seconds < 0:
-        parser.error("--clients must be at least 1, --seconds positive, --warmup_seconds >= 0")
     try:
-        sentences = [line for line in read_lines(args.sentences_file) if line.strip()]
-    except (OSError, ValueError) as error:
-        sys.exit(f"error: --sentences_file: {error}")
+        sentences = [line for line in read_lines(args.sentences_file, "--sentences_file")
+                     if line.strip()]
+    except TextLinesError as error:
+        sys.exit(f"error: {error}")
     if not sentences:
         sys.exit(f"error: --sentences_file {args.sentences_file} has no non-empty line.")
 

@@ -45,8 +45,8 @@ import typing
 
 import numpy as np
 
-from t2t_repro.bench.arguments import non_negative_int, positive_float, positive_int
 from t2t_repro.bench import kernel_profile
+from t2t_repro.bench.arguments import non_negative_int, positive_float, positive_int
 from t2t_repro.bench.newstest import encode_with_shared_vocabulary, newstest2014
 from t2t_repro.bench.peak_memory import peak_bytes, reset_peak, run_in_own_process
 from t2t_repro.bench.pipeline import DEFAULT_DATA_ROOT

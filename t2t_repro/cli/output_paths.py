@@ -51,6 +51,7 @@ def check_not_an_input(path, flag, inputs):
     """Raises ConfigurationError when the output `path` is one of `inputs` ({flag: path} of the
     files the command reads): writing it would replace what the command was given."""
     for input_flag, input_path in inputs.items():
-        if input_path and os.path.exists(path) and os.path.samefile(path, input_path):
+        if (input_path and os.path.exists(path) and os.path.exists(input_path)
+                and os.path.samefile(path, input_path)):
             raise ConfigurationError(f"{flag}={path} is the {input_flag} file; writing it would "
                                      f"replace it. Name another output file.")
