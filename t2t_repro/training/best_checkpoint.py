@@ -85,6 +85,7 @@ def declared_decode_metrics(problem):
 
 
 def unreported_metric_error(metric, reported):
+    """The error for ranking by a `metric` that is not among the evaluation's `reported`."""
     return ConfigurationError(
         f"the evaluation reports no {metric} to rank checkpoints by "
         f"(--eval_early_stopping_metric); it reports {', '.join(sorted(reported))}.")
