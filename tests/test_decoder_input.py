@@ -194,10 +194,11 @@ def test_an_input_file_that_cannot_be_read_is_a_one_line_error_naming_its_flag(
 
 
 @pytest.mark.parametrize("overrides, message", [
-    ("beam_size=0", "decode hparam beam_size=0: use 1 (greedy) or more"),
-    ("beam_size=-2", "decode hparam beam_size=-2: use 1 (greedy) or more"),
-    ("beam_size=4,alpha=-0.5", "decode hparam alpha=-0.5: the length penalty's exponent"),
-    ("batch_size=0", "decode hparam batch_size=0 counts the sentences decoded together"),
+    ("beam_size=0", "decode hparam beam_size=0 must be at least 1 (1: greedy)."),
+    ("beam_size=-2", "decode hparam beam_size=-2 must be at least 1 (1: greedy)."),
+    ("beam_size=4,alpha=-0.5", "decode hparam alpha=-0.5 must be at least 0 (0: no length "
+                               "penalty)."),
+    ("batch_size=0", "decode hparam batch_size=0 must be at least 1 sentence."),
 ])
 def test_decode_hparams_no_search_runs_with_are_a_one_line_error(reverse_run, tmp_path,
                                                                  overrides, message):

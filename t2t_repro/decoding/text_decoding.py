@@ -6,7 +6,7 @@ from t2t_repro.decoding.alignments import add_alignment_hparams
 from t2t_repro.decoding.sampling import create_sampler
 from t2t_repro.decoding.transformer_search import TransformerBeamSearch
 from t2t_repro.errors import ConfigurationError
-from t2t_repro.hparams import HParamsError
+from t2t_repro.hparams import at_least, check_ranges
 from t2t_repro.names import PAD_ID
 
 
@@ -22,24 +22,15 @@ def create_decode_hparams(problem, overrides=""):
     add_alignment_hparams(hparams)
     for name, value in SAMPLING_DEFAULTS.items():
         hparams.add_hparam(name, value)
-    return check_search_hparams(hparams.override_from_string(overrides or ""))
+    hparams.override_from_string(overrides or "")
+    check_ranges(hparams, SEARCH_RANGES, "decode hparam")
+    return hparams
 
 
-def check_search_hparams(decode_hparams):
-    """`decode_hparams`, or an HParamsError naming the first of beam_size, alpha and
-    batch_size that no search can run with (the sampling ones are `Sampler`'s to check)."""
-    beam_size, alpha, batch_size = (decode_hparams.beam_size, decode_hparams.alpha,
-                                    decode_hparams.batch_size)
-    if beam_size < 1:
-        raise HParamsError(f"decode hparam beam_size={beam_size}: use 1 (greedy) or more "
-                           f"(the paper's 4).")
-    if alpha < 0:
-        raise HParamsError(f"decode hparam alpha={alpha}: the length penalty's exponent must "
-                           f"be 0 (none) or more (the paper's 0.6).")
-    if batch_size < 1:
-        raise HParamsError(f"decode hparam batch_size={batch_size} counts the sentences "
-                           f"decoded together; use 1 or more (32 by default).")
-    return decode_hparams
+# The values a search runs with (`hparams.check_ranges`); the sampling ones are `Sampler`'s.
+SEARCH_RANGES = {"beam_size": at_least(1, " (1: greedy)"),
+                 "alpha": at_least(0, " (0: no length penalty)"),
+                 "batch_size": at_least(1, " sentence")}
 
 
 SAMPLING_DEFAULTS = {"sampling_method": "argmax", "sampling_temp": 1.0,
