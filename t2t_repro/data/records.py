@@ -8,6 +8,7 @@ so an interrupted datagen never leaves a shard that looks finished.
 import contextlib
 import random
 
+import numpy as np
 import tensorflow as tf
 
 from t2t_repro.utils.atomic_files import atomic_path
@@ -93,6 +94,18 @@ def read_chunks(paths, chunk_size, shuffle_files=False, repeat=False, seed=None)
 def read_shards(paths):
     """The examples of the shards at `paths`, one by one, in a fixed order."""
     return rows_as_tensors(read_chunks(paths, _PARSE_BATCH).unbatch())
+
+
+def read_id_arrays(paths):
+    """The `(inputs, targets)` int32 arrays of each example of the shards at `paths`, in
+    `read_shards`' order. Read a chunk at a time: a dataset iterated one example at a time
+    costs over 0.1 ms of Python an example, about ten minutes for WMT14 EN-DE."""
+    for chunk in read_chunks(paths, _PARSE_BATCH):
+        yield from zip(*(_rows(chunk[name]) for name in FEATURES))
+
+
+def _rows(ragged):
+    return np.split(ragged.flat_values.numpy(), ragged.row_splits.numpy()[1:-1])
 
 
 def rows_as_tensors(dataset):

@@ -369,10 +369,9 @@ class TextPairProblem(Problem):
 
         missing = [mode for mode in MODES if not token_arrays.exist(self._path(f"-{mode}"))]
         for mode in missing:
-            examples = records.read_shards(self.shard_paths(mode)).as_numpy_iterator()
             with token_arrays.TokenArrayWriter(self._path(f"-{mode}")) as arrays:
-                for example in examples:
-                    arrays.add(example["inputs"], example["targets"])
+                for inputs, targets in records.read_id_arrays(self.shard_paths(mode)):
+                    arrays.add(inputs, targets)
             print(f"{self.data_name} {mode}: token arrays written from the TFRecords.")
         return bool(missing)
 
