@@ -1,10 +1,15 @@
 """Sharded TFRecords: exact round trips, round-robin shards read back in turn, shuffling, chunks."""
 
 import collections
+import os
+import pathlib
+import subprocess
+import sys
 
 import pytest
 import tensorflow as tf
 
+from conftest import HANG_GUARD_S
 from t2t_repro.data import records
 
 
@@ -116,6 +121,37 @@ def test_shuffle_is_deterministic_for_a_seed_and_differs_between_seeds(tmp_path)
     for first_shard, other_shard in zip(shard_contents(first), shard_contents(other)):
         assert as_tuples(first_shard) == as_tuples(other_shard)
         assert first_shard != other_shard
+
+
+WRITE_SHARDS = """
+import sys
+from t2t_repro.data import records
+records.write_shards([([5, 9, 1], [7, 1]), ([], [8, 8, 1])], sys.argv[1], 1, shuffle_seed=3)
+"""
+
+
+def test_two_processes_write_the_same_bytes(tmp_path):
+    """Protobuf leaves the order of a map's entries to the implementation: written without
+    `deterministic=True`, a record's features came out in an order that followed the process's
+    hash seed (inputs first under PYTHONHASHSEED=2, targets first under 0)."""
+    shards = []
+    for seed in ("0", "2"):
+        prefix = str(tmp_path / f"seed{seed}")
+        subprocess.run([sys.executable, "-c", WRITE_SHARDS, prefix], check=True,
+                       timeout=HANG_GUARD_S,
+                       env=dict(os.environ, PYTHONHASHSEED=seed, TF_CPP_MIN_LOG_LEVEL="3"))
+        shards.append(pathlib.Path(records.shard_paths(prefix, 1)[0]).read_bytes())
+    assert shards[0] == shards[1]
+
+
+@pytest.mark.parametrize("count, num_shards", [(10, 3), (2500, 4)])  # 2500: several chunks
+def test_read_id_arrays_gives_read_shards_examples_in_its_order(tmp_path, count, num_shards):
+    examples = numbered_examples(count)
+    paths = records.write_shards(examples, str(tmp_path / "p"), num_shards, shuffle_seed=5)
+    arrays = list(records.read_id_arrays(paths))
+    assert all(a.dtype == "int32" for pair in arrays for a in pair)
+    assert [(inputs.tolist(), targets.tolist()) for inputs, targets in arrays] == as_lists(
+        records.read_shards(paths))
 
 
 # --- read_chunks --------------------------------------------------------------------------------
