@@ -93,15 +93,18 @@ class TfdsPairs:
 
     def __iter__(self):
         self.stats = stats = ParallelStats()
-        for example in self.builder.as_dataset(split=self.split).as_numpy_iterator():
-            input_text = example[self.input_language].decode("utf-8")
-            target_text = example[self.target_language].decode("utf-8")
-            stats.lines += 1
-            stats.empty_input += not input_text.strip()
-            stats.empty_target += not target_text.strip()
-            if input_text.strip() and target_text.strip():
-                stats.kept += 1
-                yield input_text, target_text
+        # A chunk of pairs a call: one at a time costs over 0.1 ms each, minutes for WMT14.
+        chunks = self.builder.as_dataset(split=self.split).batch(1024).as_numpy_iterator()
+        for chunk in chunks:
+            for input_bytes, target_bytes in zip(chunk[self.input_language],
+                                                 chunk[self.target_language]):
+                input_text, target_text = input_bytes.decode("utf-8"), target_bytes.decode("utf-8")
+                stats.lines += 1
+                stats.empty_input += not input_text.strip()
+                stats.empty_target += not target_text.strip()
+                if input_text.strip() and target_text.strip():
+                    stats.kept += 1
+                    yield input_text, target_text
 
     def describe(self):
         stats = self.stats
