@@ -20,7 +20,7 @@ quiet_tensorflow.import_tensorflow()  # before anything imports it: see the modu
 
 from absl import flags  # noqa: E402
 
-from t2t_repro.cli import entry_point, run_flags  # noqa: E402,F401 (run_flags: --output_dir)
+from t2t_repro.cli import entry_point, output_paths, run_flags  # noqa: E402,F401 (run_flags: --output_dir)
 from t2t_repro.cli import checkpoint_flag  # noqa: E402,F401 (--checkpoint_path)
 from t2t_repro.cli.entry_point import FlagAlias, apply_flag_aliases, check_usage  # noqa: E402
 from t2t_repro.names import AVERAGED_SUBDIR  # noqa: E402
@@ -43,6 +43,7 @@ def main(argv):
     check_usage(argv, ("output_dir",))
     apply_flag_aliases(ALIASES)
     avg_dir = FLAGS.avg_dir or os.path.join(FLAGS.output_dir, AVERAGED_SUBDIR)
+    output_paths.check_output_dir(avg_dir, "--avg_dir")
     last = named_checkpoint(FLAGS.checkpoint_path) if FLAGS.checkpoint_path else None
     average_run(FLAGS.output_dir, avg_dir, FLAGS.n, last)
 

@@ -13,7 +13,7 @@ from t2t_repro.cli import quiet_tensorflow
 
 quiet_tensorflow.import_tensorflow()  # before anything imports it: see the module
 
-from t2t_repro.cli import entry_point, problem_flags, usr_dir  # noqa: E402
+from t2t_repro.cli import entry_point, output_paths, problem_flags, usr_dir  # noqa: E402
 from t2t_repro.cli.entry_point import check_usage  # noqa: E402
 
 FLAGS = problem_flags.FLAGS
@@ -21,6 +21,7 @@ FLAGS = problem_flags.FLAGS
 
 def main(argv):
     check_usage(argv, ("problem", "data_dir"))
+    output_paths.check_output_dir(FLAGS.data_dir, "--data_dir")
     usr_dir.import_flagged_usr_dir()
     problem = problem_flags.create_problem()
     problem.generate_data(FLAGS.tmp_dir, download=FLAGS.download)

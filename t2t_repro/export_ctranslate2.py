@@ -7,7 +7,7 @@
 
 from absl import flags
 
-from t2t_repro.cli import entry_point
+from t2t_repro.cli import entry_point, output_paths
 from t2t_repro import exporter
 
 FLAGS = flags.FLAGS
@@ -19,6 +19,8 @@ flags.DEFINE_string("ct2_dir", None,
 
 def main(argv):
     FLAGS.export_format = "ctranslate2"
+    if FLAGS.ct2_dir:
+        output_paths.check_output_dir(FLAGS.ct2_dir, "--ct2_dir")
     exporter.main(argv, FLAGS.ct2_dir)
 
 

@@ -28,7 +28,7 @@ quiet_tensorflow.import_tensorflow()  # before anything imports it: see the modu
 
 from absl import flags, logging  # noqa: E402
 
-from t2t_repro.cli import entry_point, problem_flags, trained_run  # noqa: E402
+from t2t_repro.cli import entry_point, output_paths, problem_flags, trained_run  # noqa: E402
 from t2t_repro.cli import precision_flag  # noqa: E402,F401 (--decode_precision)
 from t2t_repro import names  # noqa: E402
 from t2t_repro.errors import ConfigurationError  # noqa: E402
@@ -117,13 +117,15 @@ def export(target=None):
     from t2t_repro.serving.export import export_version
 
     check_format_flags()
+    if target is None:
+        export_dir = FLAGS.export_dir or os.path.join(FLAGS.output_dir,
+                                                      _DEFAULT_SUBDIRS[FLAGS.export_format])
+        output_paths.check_output_dir(export_dir, "--export_dir")
     problem = problem_flags.create_problem()
     problem.check_data()
     hparams = trained_run.resolve_hparams()
     checkpoint, model = trained_run.load_model(problem, hparams)
     if target is None:
-        export_dir = FLAGS.export_dir or os.path.join(
-            FLAGS.output_dir, _DEFAULT_SUBDIRS[FLAGS.export_format])
         version = FLAGS.version if FLAGS.version is not None else export_version(checkpoint)
         target = os.path.join(export_dir, str(version))
     settings = EXPORTERS[FLAGS.export_format](problem, hparams, checkpoint, model, target)

@@ -22,7 +22,7 @@ quiet_tensorflow.import_tensorflow()  # before anything imports it: see the modu
 from absl import flags  # noqa: E402
 
 # run_flags: --output_dir; problem_flags: --problem, --data_dir (defined once for every command)
-from t2t_repro.cli import entry_point, problem_flags, run_flags  # noqa: E402,F401
+from t2t_repro.cli import entry_point, output_paths, problem_flags, run_flags  # noqa: E402,F401
 from t2t_repro.cli.entry_point import check_usage  # noqa: E402
 from t2t_repro.errors import ConfigurationError  # noqa: E402
 
@@ -88,6 +88,7 @@ def main(argv):
     if others:
         raise ConfigurationError(f"{', '.join(others)} {'does' if len(others) == 1 else 'do'} "
                                  f"not apply to --format={FLAGS.format}.")
+    output_paths.check_output_dir(FLAGS.output_dir)
     if FLAGS.format == "tensor2tensor":
         return import_tensor2tensor()
     if FLAGS.format == "opus_mt":

@@ -199,6 +199,8 @@ def check_flag_values():
                                      f"{lowest}.")
     output_dir = FLAGS.output_dir
     output_paths.check_output_dir(output_dir)
+    if FLAGS.generate_data and FLAGS.data_dir:
+        output_paths.check_output_dir(FLAGS.data_dir, "--data_dir")
     if FLAGS.schedule == "evaluate" and not checkpoints.list_checkpoints(output_dir):
         raise ConfigurationError(
             f"--schedule=evaluate needs a trained model, but {output_dir} has no checkpoint "

@@ -27,7 +27,7 @@ quiet_tensorflow.import_tensorflow()  # before anything imports it: see the modu
 
 from absl import flags  # noqa: E402
 
-from t2t_repro.cli import entry_point, problem_flags, trained_run  # noqa: E402
+from t2t_repro.cli import entry_point, output_paths, problem_flags, trained_run  # noqa: E402
 from t2t_repro.cli.entry_point import check_usage  # noqa: E402
 from t2t_repro.errors import ConfigurationError  # noqa: E402
 from t2t_repro.visualization import plots  # noqa: E402
@@ -75,6 +75,7 @@ def run():
 
 def main(argv):
     check_usage(argv, ("inputs", "plot_dir"), hint="see --helpfull")
+    output_paths.check_output_dir(FLAGS.plot_dir, "--plot_dir")
     trained_run.start_trained_run_command(argv)
     run()
 

@@ -1,0 +1,58 @@
+"""Every command that writes a folder checks it before any work: a folder under a file, or in a
+read-only folder, is a one-line error naming the flag, and nothing is written anywhere."""
+
+import contextlib
+import os
+
+import pytest
+
+from conftest import read_only_folder, run_module
+
+RUN_FLAGS = "--problem=algorithmic_copy\n--hparams_set=transformer_tiny\n"
+
+# (command, its other flags, the flag naming the folder it writes); {run}: a run folder.
+COMMANDS = {
+    "datagen": ("t2t_repro.datagen", ["--problem=algorithmic_copy"], "--data_dir"),
+    "trainer --generate_data": ("t2t_repro.trainer", [
+        "--problem=algorithmic_copy", "--hparams_set=transformer_tiny", "--generate_data",
+        "--output_dir={run}/new_run"], "--data_dir"),
+    "exporter": ("t2t_repro.exporter", ["--output_dir={run}"], "--export_dir"),
+    "exporter ctranslate2": ("t2t_repro.exporter", [
+        "--output_dir={run}", "--export_format=ctranslate2"], "--export_dir"),
+    "export_ctranslate2": ("t2t_repro.export_ctranslate2", ["--output_dir={run}"], "--ct2_dir"),
+    "avg_checkpoints": ("t2t_repro.avg_checkpoints", ["--output_dir={run}"], "--avg_dir"),
+    "visualize": ("t2t_repro.visualize", ["--output_dir={run}", "--inputs=1 2 3"],
+                  "--plot_dir"),
+    "import_model": ("t2t_repro.import_model", [
+        "--format=opus_mt", "--model_dir={run}", "--source_language=de",
+        "--target_language=en"], "--output_dir"),
+}
+
+
+def tree(folder):
+    return sorted(os.path.relpath(os.path.join(parent, name), folder)
+                  for parent, folders, files in os.walk(folder) for name in folders + files)
+
+
+@pytest.mark.parametrize("case", ["under_file", "read_only"])
+@pytest.mark.parametrize("command", COMMANDS)
+def test_an_output_folder_that_cannot_be_written_is_one_line_before_any_work(
+        tmp_path, command, case):
+    module, flags, output_flag = COMMANDS[command]
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "flags.txt").write_text(RUN_FLAGS)
+    file = tmp_path / "file"
+    file.write_text("not a folder\n")
+    with contextlib.ExitStack() as stack:
+        read_only = stack.enter_context(read_only_folder(tmp_path / "read_only"))
+        before = tree(tmp_path)
+        output = {"under_file": file / "out", "read_only": read_only / "out"}[case]
+        result = run_module(module, *[flag.format(run=run) for flag in flags],
+                            f"{output_flag}={output}")
+        assert tree(tmp_path) == before
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
+    [error] = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    reason = {"under_file": f"cannot be created: {file} is a file, not a folder.",
+              "read_only": f"cannot be written: {read_only} is read-only"}[case]
+    assert error.startswith(f"error: {output_flag}={output} {reason}"), error
