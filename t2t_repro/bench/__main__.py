@@ -7,6 +7,7 @@ import sys
 
 from t2t_repro.utils import backend
 from t2t_repro.cli import quiet_tensorflow
+from t2t_repro.cli.entry_point import report_user_errors
 
 BENCHMARKS = {"decode": "t2t_repro.bench.decode", "packing": "t2t_repro.bench.packing",
               "pipeline": "t2t_repro.bench.pipeline", "search": "t2t_repro.bench.search",
@@ -30,7 +31,7 @@ def main(argv):
         quiet_tensorflow.import_tensorflow()  # before anything imports it: see the module
     import importlib
 
-    importlib.import_module(modules[name]).main(flags)
+    report_user_errors(importlib.import_module(modules[name]).main)(flags)
 
 
 if __name__ == "__main__":

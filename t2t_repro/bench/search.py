@@ -27,6 +27,7 @@ import numpy as np
 from t2t_repro.bench.arguments import comma_list, non_negative_float, positive_int
 from t2t_repro.decoding.beam_search import length_penalty
 from t2t_repro.decoding.precision import PRECISIONS, model_in_precision
+from t2t_repro.errors import ConfigurationError
 from t2t_repro.names import EOS_ID
 
 # Objectives within this of each other are ties (float32 sums over a sentence's pieces).
@@ -106,10 +107,17 @@ def main(argv):
     from t2t_repro.metrics.bleu import sacre_bleu
     from t2t_repro.utils.text_lines import read_lines
 
+    if not os.path.isdir(args.output_dir):
+        raise ConfigurationError(f"--output_dir={args.output_dir} does not exist; name a "
+                                 f"trained run.")
+    sources = read_lines(args.source_file, "--source_file")
+    references = read_lines(args.reference_file, "--reference_file")
+    if len(sources) != len(references):
+        raise ConfigurationError(
+            f"--source_file={args.source_file} has {len(sources)} lines but --reference_file="
+            f"{args.reference_file} {len(references)}; BLEU needs one reference a source.")
     problem, model = load_run(args.output_dir, args.checkpoint_path)
     model = model_in_precision(model, args.precision)
-    sources = read_lines(args.source_file)
-    references = read_lines(args.reference_file)
     source_ids = encode_lines(problem, sources, args.source_file)
     scorer = Scorer(model)
     beam_sizes, alphas = args.beam_sizes, args.alphas
