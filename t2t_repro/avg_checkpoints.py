@@ -20,7 +20,8 @@ quiet_tensorflow.import_tensorflow()  # before anything imports it: see the modu
 
 from absl import flags  # noqa: E402
 
-from t2t_repro.cli import entry_point, output_paths, run_flags  # noqa: E402,F401 (run_flags: --output_dir)
+from t2t_repro.cli import entry_point, output_paths  # noqa: E402
+from t2t_repro.cli import run_flags  # noqa: E402,F401 (--output_dir)
 from t2t_repro.cli import checkpoint_flag  # noqa: E402,F401 (--checkpoint_path)
 from t2t_repro.cli.entry_point import FlagAlias, apply_flag_aliases, check_usage  # noqa: E402
 from t2t_repro.names import AVERAGED_SUBDIR  # noqa: E402
