@@ -55,7 +55,7 @@ def check_ranges(hparams, ranges, kind="hparam"):
                                f"{requirement}.")
 
 
-def _parse_value(key, text, expected_type):
+def _parse_value(key, text, expected_type, kind="hparam"):
     text = text.strip()
     if expected_type is bool:
         lowered = text.lower()
@@ -63,7 +63,7 @@ def _parse_value(key, text, expected_type):
             return True
         if lowered in ("false", "0"):
             return False
-        raise HParamsError(f"hparam '{key}' expects a bool (true/false), got '{text}'.")
+        raise HParamsError(f"{kind} '{key}' expects a bool (true/false), got '{text}'.")
     if expected_type is str:
         return text
     try:
@@ -72,21 +72,24 @@ def _parse_value(key, text, expected_type):
         return float(text)
     except ValueError:
         raise HParamsError(
-            f"hparam '{key}' expects {expected_type.__name__}, got '{text}'."
+            f"{kind} '{key}' expects {expected_type.__name__}, got '{text}'."
         ) from None
 
 
-def _unknown_hparam_message(key, names):
-    """Says `key` is unknown and lists the valid names, the closest first."""
+def _unknown_hparam_message(key, names, kind="hparam"):
+    """Says `key` is unknown and lists the valid names, the closest first. Only a model's
+    hparams come from a set a user may extend (`add_hparam`); data and decode hparams are
+    the problem's and the search's own."""
     names = sorted(names)
     # get_close_matches rejects n=0, which an empty HParams would pass.
     closest = difflib.get_close_matches(key, names, n=len(names), cutoff=0.0) if names else []
     listed = ", ".join(closest) if closest else "(none)"
-    return (
-        f"Unknown hparam '{key}'. Valid hparams (closest first): {listed}. "
-        f"Fix the name, or define the hparam in its set with add_hparam(name, value) first: "
-        f"overrides and set_hparam only change existing hparams."
-    )
+    message = f"Unknown {kind} '{key}'. Valid {kind}s (closest first): {listed}."
+    if kind != "hparam":
+        return message
+    return (f"{message} Fix the name, or define the hparam in its set with "
+            f"add_hparam(name, value) first: overrides and set_hparam only change existing "
+            f"hparams.")
 
 
 class HParams:
@@ -119,18 +122,20 @@ class HParams:
             )
         self._values[key] = value
 
-    def override_from_string(self, overrides):
-        """Applies `"k=v,k2=v2"`; unknown keys, duplicates and mistyped values are errors."""
+    def override_from_string(self, overrides, kind="hparam"):
+        """Applies `"k=v,k2=v2"`; unknown keys, duplicates and mistyped values are errors,
+        which name the hparams as `kind` ("data hparam", ...)."""
         parsed = {}
         for item in filter(None, (part.strip() for part in overrides.split(","))):
             key, sep, text = item.partition("=")
             key = key.strip()
             if not sep or not key:
-                raise HParamsError(f"hparams override '{item}' is not of the form name=value.")
+                raise HParamsError(f"{kind} override '{item}' is not of the form name=value.")
             if key in parsed:
-                raise HParamsError(f"hparam '{key}' is given twice in '{overrides}'.")
-            expected = type(self._get_existing(key))
-            parsed[key] = _parse_value(key, text, expected)
+                raise HParamsError(f"{kind} '{key}' is given twice in '{overrides}'.")
+            if key not in self._values:
+                raise HParamsError(_unknown_hparam_message(key, self._values, kind))
+            parsed[key] = _parse_value(key, text, type(self._values[key]), kind)
         # Applied only once every item is valid, so a bad string changes nothing.
         self._values.update(parsed)
         return self

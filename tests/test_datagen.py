@@ -87,7 +87,8 @@ def test_unknown_data_hparam_names_the_valid_ones(tmp_path):
     result = run_datagen("--problem=parsing_wsj", f"--data_dir={tmp_path / 'data'}",
                          f"--tmp_dir={tmp_path}", "--data_hparams=train_section=01")
     assert result.returncode != 0
-    assert "Unknown hparam 'train_section'" in result.stderr
+    assert "Unknown data hparam 'train_section'" in result.stderr
+    assert "add_hparam" not in result.stderr  # a problem's data hparams are its own
     for name in ("train_sections", "eval_sections", "vocab_size", "num_train_shards"):
         assert name in result.stderr
     assert not (tmp_path / "data").exists()

@@ -79,6 +79,24 @@ def test_unknown_name_lists_valid_names_closest_first_and_says_how_to_fix():
     assert "add_hparam" in message  # the way to define a new one
 
 
+def test_errors_name_the_kind_of_hparams_and_only_a_models_suggest_add_hparam():
+    messages = []
+    for overrides in ("stpes=3", "steps=ten", "steps=1,steps=2", "a"):
+        with pytest.raises(HParamsError) as error:
+            typed().override_from_string(overrides, "data hparam")
+        messages.append(str(error.value))
+    # difflib's ratios to "stpes": steps 0.8, rate 4/9, shuffle 4/12, name 2/9.
+    assert messages == [
+        "Unknown data hparam 'stpes'. Valid data hparams (closest first): steps, rate, "
+        "shuffle, name.",
+        "data hparam 'steps' expects int, got 'ten'.",
+        "data hparam 'steps' is given twice in 'steps=1,steps=2'.",
+        "data hparam override 'a' is not of the form name=value."]
+    with pytest.raises(HParamsError, match="^Unknown decode hparam 'x'. Valid decode hparams "
+                                           r"\(closest first\): \(none\).$"):
+        HParams().override_from_string("x=1", "decode hparam")
+
+
 def test_unknown_name_on_empty_hparams_is_an_hparams_error():
     with pytest.raises(HParamsError, match="'anything'.*\\(none\\)"):
         HParams().override_from_string("anything=1")

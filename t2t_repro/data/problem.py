@@ -49,7 +49,8 @@ class Problem:
 
     def __init__(self, data_dir=None, data_hparams=""):
         self.data_dir = data_dir
-        self.data_hparams = self.default_data_hparams().override_from_string(data_hparams or "")
+        self.data_hparams = self.default_data_hparams().override_from_string(data_hparams or "",
+                                                                             "data hparam")
         check_ranges(self.data_hparams, self.data_hparam_ranges, "data hparam")
         # The names set explicitly: checked against data generated earlier.
         self.explicit_data_hparams = [

@@ -22,7 +22,7 @@ def create_decode_hparams(problem, overrides=""):
     add_alignment_hparams(hparams)
     for name, value in SAMPLING_DEFAULTS.items():
         hparams.add_hparam(name, value)
-    hparams.override_from_string(overrides or "")
+    hparams.override_from_string(overrides or "", "decode hparam")
     check_ranges(hparams, SEARCH_RANGES, "decode hparam")
     return hparams
 
