@@ -13,7 +13,7 @@ from absl import flags
 from t2t_repro.cli import entry_point
 from t2t_repro.cli.entry_point import check_usage
 from t2t_repro.errors import ConfigurationError
-from t2t_repro.utils.text_lines import read_lines
+from t2t_repro.utils.text_lines import read_aligned_lines
 
 FLAGS = flags.FLAGS
 
@@ -26,13 +26,8 @@ flags.DEFINE_string("language", "de",
 
 def main(argv):
     check_usage(argv, ("translation", "reference"))
-    translation = read_lines(FLAGS.translation, "--translation")
-    reference = read_lines(FLAGS.reference, "--reference")
-    if len(translation) != len(reference):
-        raise ConfigurationError(
-            f"--translation={FLAGS.translation} has {len(translation)} lines but "
-            f"--reference={FLAGS.reference} has {len(reference)}; BLEU needs one reference "
-            f"line per translated line.")
+    translation, reference = read_aligned_lines(FLAGS.translation, "--translation",
+                                                FLAGS.reference, "--reference")
     if not translation:
         raise ConfigurationError("both files are empty; there is nothing to score.")
 

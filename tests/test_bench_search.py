@@ -40,7 +40,7 @@ def test_a_beam_best_below_the_greedy_hypothesis_is_a_search_error_and_ties_are_
     ("no_run", "error: --output_dir={tmp}/none does not exist; name a trained run."),
     ("no_source", "error: cannot read --source_file={tmp}/none: No such file or directory."),
     ("line_counts", "error: --source_file={tmp}/two has 2 lines but --reference_file={tmp}/one "
-                    "1; BLEU needs one reference a source."),
+                    "has 1; they must be aligned line by line."),
 ])
 def test_bad_input_is_one_line_before_the_run_is_loaded(tmp_path, case, message):
     from t2t_repro.bench.__main__ import main

@@ -99,7 +99,8 @@ def test_a_misaligned_reference_is_refused_before_decoding(ende_data_dir, traine
     result = run_decoder(ende_data_dir, trained_run, f"--decode_from_file={test_files['en']}",
                          f"--decode_to_file={output}", f"--decode_reference={short}")
     assert result.returncode != 0
-    assert f"has 1 lines but --decode_from_file has {SOURCES}" in result.stderr
+    assert (f"error: --decode_from_file={test_files['en']} has {SOURCES} lines but "
+            f"--decode_reference={short} has 1; they must be aligned" in result.stderr)
     assert output.read_text(encoding="utf-8") == "saved earlier\n"
 
 

@@ -8,7 +8,8 @@ import pytest
 from t2t_repro.decoding.file_decoding import decode_output_line
 from t2t_repro.query import answer_line
 from t2t_repro.serving.export import output_fields
-from t2t_repro.utils.text_lines import TextLinesError, output_field, read_lines
+from t2t_repro.utils.text_lines import (TextLinesError, output_field, read_aligned_lines,
+                                        read_lines)
 
 # "\r\n" ends a line; a lone "\r" and U+2028 stay inside theirs; the last line has no "\n".
 AWKWARD = b"1 2\r3\n4\r\n5\xe2\x80\xa86\n7"
@@ -65,3 +66,14 @@ def test_an_exported_model_writes_its_outputs_as_the_decoder_does():
     graph = [text.decode("utf-8") for text in output_fields(texts).numpy().tolist()]
     assert graph == [output_field(text) for text in texts]
     assert output_fields(["\xff\n".encode("latin-1")]).numpy().tolist() == [b"\xff "]
+
+
+def test_aligned_files_come_back_together_and_unequal_counts_name_both(tmp_path):
+    two, three = tmp_path / "two.de", tmp_path / "three.en"
+    two.write_text("a\nb\n")
+    three.write_text("x\ny\nz\n")
+    assert read_aligned_lines(two, "--a", two, "--b") == (["a", "b"], ["a", "b"])
+    with pytest.raises(TextLinesError) as error:
+        read_aligned_lines(two, "--translation", three, "--reference")
+    assert str(error.value) == (f"--translation={two} has 2 lines but --reference={three} has "
+                                f"3; they must be aligned line by line.")

@@ -105,17 +105,13 @@ def main(argv):
     from t2t_repro.decoding.file_decoding import encode_lines
     from t2t_repro.decoding.scoring import Scorer
     from t2t_repro.metrics.bleu import sacre_bleu
-    from t2t_repro.utils.text_lines import read_lines
+    from t2t_repro.utils.text_lines import read_aligned_lines
 
     if not os.path.isdir(args.output_dir):
         raise ConfigurationError(f"--output_dir={args.output_dir} does not exist; name a "
                                  f"trained run.")
-    sources = read_lines(args.source_file, "--source_file")
-    references = read_lines(args.reference_file, "--reference_file")
-    if len(sources) != len(references):
-        raise ConfigurationError(
-            f"--source_file={args.source_file} has {len(sources)} lines but --reference_file="
-            f"{args.reference_file} {len(references)}; BLEU needs one reference a source.")
+    sources, references = read_aligned_lines(args.source_file, "--source_file",
+                                             args.reference_file, "--reference_file")
     problem, model = load_run(args.output_dir, args.checkpoint_path)
     model = model_in_precision(model, args.precision)
     source_ids = encode_lines(problem, sources, args.source_file)

@@ -30,9 +30,10 @@ from t2t_repro.bench.arguments import (non_negative_float, non_negative_int,
                                        positive_float, positive_int)
 from t2t_repro.bench.pipeline import DEFAULT_DATA_ROOT
 from t2t_repro.bench.report import format_table
+from t2t_repro.errors import ConfigurationError
 from t2t_repro.serving.client import QueryError, parse_predictions, predict_path, request_body
 from t2t_repro.serving.local_server import HOST, LocalServer
-from t2t_repro.utils.text_lines import TextLinesError, read_lines
+from t2t_repro.utils.text_lines import read_lines
 
 REQUEST_TIMEOUT_S = 60
 
@@ -163,13 +164,10 @@ def main(argv):
     parser.add_argument("--batch_timeout_micros", type=non_negative_int,
                         help="passed to the server when given (default: the server's)")
     args = parser.parse_args(argv)
-    try:
-        sentences = [line for line in read_lines(args.sentences_file, "--sentences_file")
-                     if line.strip()]
-    except TextLinesError as error:
-        sys.exit(f"error: {error}")
+    sentences = [line for line in read_lines(args.sentences_file, "--sentences_file")
+                 if line.strip()]
     if not sentences:
-        sys.exit(f"error: --sentences_file {args.sentences_file} has no non-empty line.")
+        raise ConfigurationError(f"--sentences_file {args.sentences_file} has no non-empty line.")
 
     settings = {"both": (True, False), "on": (True,), "off": (False,)}[args.batching]
     results = [measure(args, batching, sentences) for batching in settings]

@@ -13,7 +13,8 @@ import time
 
 from t2t_repro.errors import ConfigurationError
 from t2t_repro.utils.atomic_files import write_text_atomically
-from t2t_repro.utils.text_lines import beams_line, iter_lines, output_field, read_lines
+from t2t_repro.utils.text_lines import (beams_line, iter_lines, output_field,
+                                        read_aligned_lines, read_lines)
 
 
 class ProgressPrinter:
@@ -94,13 +95,11 @@ def check_source_lengths(model, id_lists, path, max_input_tokens):
 def read_sources(problem, source_path, reference_path=None):
     """(source lines, their encodings, the reference lines or None), read and checked before
     a model is loaded: the references must be aligned with the sources line by line."""
-    sources = read_lines(source_path, "--decode_from_file")
-    references = read_lines(reference_path, "--decode_reference") if reference_path else None
-    if references is not None and len(references) != len(sources):
-        raise ConfigurationError(
-            f"--decode_reference has {len(references)} lines but --decode_from_file has "
-            f"{len(sources)}; they must be aligned line by line."
-        )
+    if reference_path:
+        sources, references = read_aligned_lines(source_path, "--decode_from_file",
+                                                 reference_path, "--decode_reference")
+    else:
+        sources, references = read_lines(source_path, "--decode_from_file"), None
     return sources, encode_lines(problem, sources, source_path), references
 
 

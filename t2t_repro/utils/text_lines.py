@@ -54,6 +54,16 @@ def read_lines(path, flag=None):
         return list(iter_lines(binary, f"{flag}={path}" if flag else path))
 
 
+def read_aligned_lines(path, flag, other_path, other_flag):
+    """The lines of two files that pair up line by line (translations and references, ...),
+    each named by its flag; a TextLinesError naming both when their line counts differ."""
+    lines, other = read_lines(path, flag), read_lines(other_path, other_flag)
+    if len(lines) != len(other):
+        raise TextLinesError(f"{flag}={path} has {len(lines)} lines but {other_flag}={other_path} "
+                             f"has {len(other)}; they must be aligned line by line.")
+    return lines, other
+
+
 # What would break an output line apart: a line ending, and the tab between fields.
 FIELD_BREAKS = "\n\r\t"
 _AS_SPACES = str.maketrans(dict.fromkeys(FIELD_BREAKS, " "))

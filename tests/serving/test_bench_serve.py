@@ -3,6 +3,8 @@ side by side, every figure present, no errors."""
 
 import re
 
+import pytest
+
 from conftest import run_module_in_subprocess
 from toy_export import write_toy_export
 
@@ -34,3 +36,13 @@ def test_bench_serve_measures_batching_on_beside_off(tmp_path):
     assert "first error" not in result.stdout
     memory = {what: float(table[what][0].replace(",", "")) for what in ROWS[-3:]}
     assert memory["server peak resident memory (VmHWM)"] >= max(memory.values()), memory
+
+
+def test_a_sentences_file_of_blank_lines_is_one_line_before_a_server_starts(tmp_path):
+    from t2t_repro.bench.__main__ import main
+
+    blank = tmp_path / "blank.en"
+    blank.write_text("\n  \n")
+    with pytest.raises(SystemExit) as exit_:
+        main(["bench", "serve", f"--export_dir={tmp_path}", f"--sentences_file={blank}"])
+    assert exit_.value.code == f"error: --sentences_file {blank} has no non-empty line."
