@@ -41,6 +41,11 @@ def at_least(lowest, note=""):
     return (lambda value: value >= lowest), f"at least {lowest}{note}"
 
 
+def one_of(choices):
+    """A range for `check_ranges`: one of the values `choices`."""
+    return (lambda value: value in choices), f"one of {', '.join(map(str, choices))}"
+
+
 ABOVE_ZERO = ((lambda value: value > 0), "above 0")
 A_FRACTION = ((lambda value: 0 <= value < 1), "at least 0 and below 1")
 

@@ -124,8 +124,8 @@ def test_five_kills_one_mid_checkpoint_each_resume_from_the_newest_complete_chec
     ("--hparams=batch_size=256,max_length=24,dtype_policy=mixed_fp8", "dtype_policy"),
     ("--hparams=batch_size=256,max_length=24,loss_chunk_tokens=0", "loss_chunk_tokens"),
     ("--hparams=batch_size=256,max_length=24,gradient_accumulation_steps=0",
-     "hparam gradient_accumulation_steps must be at least 1"),
-    ("--hparams=batch_size=0,max_length=24", "hparam batch_size must be at least 1"),
+     "hparam gradient_accumulation_steps=0 must be at least 1."),
+    ("--hparams=batch_size=0,max_length=24", "hparam batch_size=0 must be at least 1."),
     ("--hparams=batch_size=10,max_length=24",
      "hparam batch_size=10 is below max_length=24 × 1 replica(s)"),
     ("--hparams=batch_size=256,max_length=1",  # every example: 1 to 20 symbols and EOS
@@ -144,7 +144,7 @@ def test_five_kills_one_mid_checkpoint_each_resume_from_the_newest_complete_chec
     ("--hparams=batch_size=256,max_length=24,relu_dropout=1.0",
      "hparam relu_dropout=1.0 must be at least 0 and below 1."),
     ("--hparams=batch_size=256,max_length=24,ffn_activation=tanh",
-     "hparam 'ffn_activation' must be one of"),
+     "hparam ffn_activation='tanh' must be one of relu, swish, gelu, gelu_sigmoid."),
     # Optimisation hparams out of their ranges.
     ("--hparams=batch_size=256,max_length=24,learning_rate_constant=-1.0",
      "hparam learning_rate_constant=-1.0 must be above 0."),

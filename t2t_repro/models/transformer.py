@@ -5,7 +5,7 @@ from keras import ops
 
 from t2t_repro import registry
 from t2t_repro.hparams import (A_FRACTION, ADDED_MODEL_HPARAMS, HParams, HParamsError, at_least,
-                               check_ranges)
+                               check_ranges, one_of)
 from t2t_repro.layers import (
     LearnedPositionEmbedding,
     SharedEmbedding,
@@ -28,10 +28,11 @@ DTYPE_POLICIES = ("float32", "mixed_bfloat16", "mixed_float16")
 # A decoding copy (`decoding_copy=True`, `decoding.precision`) may also hold its variables in
 # bfloat16, so that its matmuls read half the bytes; it is never trained or saved.
 DECODING_COPY_DTYPE_POLICIES = (*DTYPE_POLICIES, "bfloat16")
-_CHOICE_HPARAMS = {"position_encoding": POSITION_ENCODINGS, "dtype_policy": DTYPE_POLICIES,
-                   "ffn_activation": tuple(FFN_ACTIVATIONS), "sinusoid_layout": SINUSOID_LAYOUTS}
-# The sizes and rates a Transformer can be built with (`hparams.check_ranges`).
+# The choices, sizes and rates a Transformer can be built with (`hparams.check_ranges`).
 _MODEL_RANGES = {
+    "position_encoding": one_of(POSITION_ENCODINGS), "dtype_policy": one_of(DTYPE_POLICIES),
+    "ffn_activation": one_of(tuple(FFN_ACTIVATIONS)),
+    "sinusoid_layout": one_of(SINUSOID_LAYOUTS),
     **dict.fromkeys(("hidden_size", "filter_size", "num_heads", "num_hidden_layers",
                      "max_length"), at_least(1)),
     **dict.fromkeys(("num_encoder_layers", "num_decoder_layers"),
@@ -69,10 +70,6 @@ def check_model_hparams(hparams):
     """HParamsError naming the first model hparam a Transformer cannot be built with: a
     choice it does not know, a size or rate out of its range, attention channels the heads
     cannot share equally (tensor2tensor requires the same)."""
-    for name, choices in _CHOICE_HPARAMS.items():
-        value = getattr(hparams, name)
-        if value not in choices:
-            raise HParamsError(f"hparam '{name}' must be one of {choices}, got '{value}'.")
     check_ranges(hparams, _MODEL_RANGES)
     for name in ("attention_key_channels", "attention_value_channels"):
         channels = getattr(hparams, name) or hparams.hidden_size

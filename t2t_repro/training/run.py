@@ -34,12 +34,13 @@ class NonFiniteLossError(UserError):
         self.last_checkpoint = last_checkpoint
 
 
-# Counts a training run needs at least one of: tokens per micro-batch, micro-batches per
-# update, target positions per chunk of the loss.
-COUNT_HPARAMS = ("batch_size", "gradient_accumulation_steps", "loss_chunk_tokens")
-# The values the optimisation hparams take (`hparams.check_ranges`): a negative rate or
-# warm-up would climb the loss, and smoothing or an Adam β of 1 leaves nothing to learn from.
+# The values the training hparams take (`hparams.check_ranges`): at least one token per
+# micro-batch, micro-batch per update and target position per chunk of the loss; a negative
+# rate or warm-up would climb the loss, and smoothing or an Adam β of 1 leaves nothing to
+# learn from.
 TRAINING_RANGES = {
+    **dict.fromkeys(("batch_size", "gradient_accumulation_steps", "loss_chunk_tokens"),
+                    at_least(1)),
     "learning_rate_constant": ABOVE_ZERO,
     "learning_rate_warmup_steps": at_least(0),
     "label_smoothing": A_FRACTION,
@@ -51,14 +52,9 @@ TRAINING_RANGES = {
 
 
 def check_training_hparams(hparams, replicas=1):
-    """HParamsError naming a count hparam below 1, an optimisation hparam out of its range
-    (`TRAINING_RANGES`), or a batch_size below max_length × the `replicas` that share each
-    batch (the longest examples could never fit in one), before anything is built or
-    written."""
-    for name in COUNT_HPARAMS:
-        if name in hparams and getattr(hparams, name) < 1:
-            raise HParamsError(f"hparam {name} must be at least 1, got "
-                               f"{getattr(hparams, name)}.")
+    """HParamsError naming a training hparam out of its range (`TRAINING_RANGES`), or a
+    batch_size below max_length × the `replicas` that share each batch (the longest examples
+    could never fit in one), before anything is built or written."""
     check_ranges(hparams, TRAINING_RANGES)
     smallest_batch = hparams.max_length * replicas
     if hparams.batch_size < smallest_batch:

@@ -213,7 +213,8 @@ def test_config_round_trip_keeps_the_policy():
 
 def test_unknown_dtype_policy_hparam_is_an_error_naming_the_allowed_values():
     hparams = create_hparams("transformer_tiny", "dtype_policy=mixed_fp16")
-    with pytest.raises(ValueError, match="dtype_policy.*'mixed_bfloat16', 'mixed_float16'"):
+    with pytest.raises(ValueError, match="hparam dtype_policy='mixed_fp16' must be one of "
+                                         "float32, mixed_bfloat16, mixed_float16."):
         Transformer(hparams, VOCAB, VOCAB)
 
 
