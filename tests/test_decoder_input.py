@@ -14,6 +14,7 @@ from t2t_repro.data.raw_text import read_text_lines
 # spaces, so every line encodes); the last line has no "\n".
 AWKWARD = b"1 2\r3\n4\r\n5\xe2\x80\xa86\n7"
 AWKWARD_LINE_COUNT = 4
+BOM = b"\xef\xbb\xbf"  # UTF-8's byte order mark
 
 
 def tiny_reverse_run(tmp_path_factory, name, hparams):
@@ -42,11 +43,15 @@ def run_decoder(output_dir, *args, **kwargs):
 
 
 def test_decoder_bleu_and_raw_text_count_the_same_lines(reverse_run, tmp_path):
-    """A stray "\\r" or U+2028 must not shift one file's lines against another's."""
+    """A stray "\\r" or U+2028 must not shift one file's lines against another's, and a byte
+    order mark opening a file is no part of its first line: algorithmic_reverse could not
+    encode "\\ufeff1", and BLEU would count "\\ufeff0" a wrong word."""
     awkward = tmp_path / "awkward.txt"
-    awkward.write_bytes(AWKWARD)
+    awkward.write_bytes(BOM + AWKWARD)
     plain = tmp_path / "plain.txt"
     plain.write_text("".join(f"{number}\n" for number in range(AWKWARD_LINE_COUNT)))
+    marked = tmp_path / "marked.txt"
+    marked.write_bytes(BOM + plain.read_bytes())
     decodes = tmp_path / "decodes.txt"
 
     decoder = run_decoder(reverse_run, f"--decode_from_file={awkward}",
@@ -54,10 +59,12 @@ def test_decoder_bleu_and_raw_text_count_the_same_lines(reverse_run, tmp_path):
     assert decoder.returncode == 0, decoder.stderr
     assert len(decodes.read_text().split("\n")) - 1 == AWKWARD_LINE_COUNT
 
-    bleu = run_module("t2t_repro.bleu", f"--translation={awkward}", f"--reference={plain}")
+    bleu = run_module("t2t_repro.bleu", f"--translation={marked}", f"--reference={plain}")
     assert bleu.returncode == 0, bleu.stderr
+    assert " 100.0/" in bleu.stdout.splitlines()[0]  # every word of the translation right
 
-    assert len(list(read_text_lines(awkward))) == AWKWARD_LINE_COUNT
+    lines = list(read_text_lines(awkward))
+    assert len(lines) == AWKWARD_LINE_COUNT and lines[0] == "1 2\r3"
 
 
 def test_a_file_line_the_problem_cannot_encode_stops_before_decoding(reverse_run, tmp_path):

@@ -14,6 +14,7 @@ from t2t_repro.utils.text_lines import (TextLinesError, output_field, read_align
 # "\r\n" ends a line; a lone "\r" and U+2028 stay inside theirs; the last line has no "\n".
 AWKWARD = b"1 2\r3\n4\r\n5\xe2\x80\xa86\n7"
 AWKWARD_LINES = ["1 2\r3", "4", "5\u20286", "7"]
+BOM = b"\xef\xbb\xbf"  # UTF-8's byte order mark, as Windows editors open a file with it
 
 
 def test_lines_end_at_newline_only(tmp_path):
@@ -32,6 +33,18 @@ def test_lines_end_at_newline_only(tmp_path):
 ])
 def test_edge_cases(tmp_path, data, lines):
     path = tmp_path / "edge.txt"
+    path.write_bytes(data)
+    assert read_lines(path) == lines
+
+
+@pytest.mark.parametrize("data, lines", [
+    (BOM + AWKWARD, AWKWARD_LINES),
+    (BOM, []),
+    (BOM + b"\n", [""]),
+    (b"a\n" + BOM + b"b", ["a", "\ufeffb"]),  # only the stream's first bytes mark it
+])
+def test_a_byte_order_mark_opening_the_file_is_no_part_of_its_first_line(tmp_path, data, lines):
+    path = tmp_path / "marked.txt"
     path.write_bytes(data)
     assert read_lines(path) == lines
 

@@ -2,10 +2,14 @@
 
 A line ends at "\\n" only, as sacreBLEU and `wc -l` count lines: a "\\r" directly before the
 "\\n" belongs to the ending, while a lone "\\r", U+2028 or any other Unicode line separator stays
-inside its line. A last line without a final "\\n" is still a line. The decoder, the BLEU
-command and the raw-corpus readers all use it, so a stray "\\r" can never shift one file's lines
-against another's.
+inside its line. A last line without a final "\\n" is still a line. A UTF-8 byte order mark
+(which Windows editors write at the start of a file) marks the encoding and is no part of the
+first line, as Python's "utf-8-sig" codec reads it; kept, it would become a piece of the first
+sentence. The decoder, the BLEU command and the raw-corpus readers all use it, so a stray "\\r"
+can never shift one file's lines against another's.
 """
+
+import codecs
 
 from t2t_repro.errors import UserError
 
@@ -26,6 +30,10 @@ def iter_lines(binary, label):
         label: how error messages name the stream (usually its path).
     """
     for line_number, raw in enumerate(binary, 1):
+        if line_number == 1:
+            raw = raw.removeprefix(codecs.BOM_UTF8)
+            if not raw:  # the stream held the mark alone: no lines, as an empty one
+                return
         try:
             line = raw.decode("utf-8")
         except UnicodeDecodeError as error:
