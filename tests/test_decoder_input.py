@@ -182,6 +182,17 @@ def test_a_checkpoint_path_that_is_no_checkpoint_is_a_one_line_error(reverse_run
     assert error.startswith(f"error: --checkpoint_path={path} is not a checkpoint")
 
 
+def test_a_checkpoint_of_a_run_with_other_hparams_is_a_one_line_error_naming_them(
+        reverse_run, learned_positions_run):
+    checkpoint = learned_positions_run / "ckpt-2.weights.h5"
+    result = run_decoder(reverse_run, f"--checkpoint_path={checkpoint}", input="1 2\n")
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
+    [error] = error_lines(result.stderr)
+    assert error.startswith(f"error: {checkpoint} does not fit this model: its run "
+                            f"{learned_positions_run} has num_hidden_layers=2 (this model 1), "
+                            f"position_encoding='learned' (this model 'sinusoidal')")
+
+
 @pytest.mark.parametrize("flag", ["--decode_from_file", "--decode_reference",
                                   "--target_prefix_file", "--score_file"])
 def test_an_input_file_that_cannot_be_read_is_a_one_line_error_naming_its_flag(

@@ -157,9 +157,11 @@ def test_an_ensemble_of_two_checkpoints_scores_their_mean_probability(
     assert max(abs(a - b) for a, b in zip(expected, alone_100)) > 0.1, "50 should differ"
 
 
-def test_an_ensemble_member_of_another_vocabulary_is_an_error_naming_it(
-        ende_data_dir, ende_run, score_file, pairs, tmp_path):
-    """A member whose run (flags.txt) was trained on another vocabulary file."""
+@pytest.mark.parametrize("ensemble", [True, False], ids=["ensemble member", "one checkpoint"])
+def test_a_checkpoint_of_another_vocabulary_is_an_error_naming_it(
+        ende_data_dir, ende_run, score_file, pairs, tmp_path, ensemble):
+    """A checkpoint whose run (flags.txt) was trained on another vocabulary file, though its
+    weights fit the model: an ensemble's member, or the one checkpoint decoded with."""
     from t2t_repro.data.vocabulary import train_vocabulary
 
     other_data = tmp_path / "other_data"
@@ -173,10 +175,12 @@ def test_an_ensemble_member_of_another_vocabulary_is_an_error_naming_it(
         shutil.copy(ende_run / name, member / name)
     (member / "flags.txt").write_text(f"--problem=translate_ende\n--data_dir={other_data}\n")
     assert json.loads((member / "hparams.json").read_text())
+    checkpoints, named = ((f"{ende_run},{member}", f"--checkpoint_path member {member}")
+                          if ensemble else (member, f"--checkpoint_path={member}"))
     message = one_line_error(decoder(ende_data_dir, ende_run, f"--score_file={score_file}",
-                                     f"--checkpoint_path={ende_run},{member}"))
-    assert (f"--checkpoint_path member {member} was trained with the vocabulary "
-            f"{other_vocabulary}, not {ende_data_dir / 'translate_ende.spm.model'}") in message
+                                     f"--checkpoint_path={checkpoints}"))
+    assert (f"{named} was trained with the vocabulary {other_vocabulary}, not "
+            f"{ende_data_dir / 'translate_ende.spm.model'}") in message
 
 
 def test_an_ensemble_member_of_an_unregistered_problem_is_an_error_naming_it(

@@ -8,7 +8,6 @@ vocabularies must be one: a member whose run was trained on another vocabulary f
 error naming both, before any weights are loaded.
 """
 
-import filecmp
 import os
 
 from absl import flags
@@ -16,7 +15,7 @@ from absl import flags
 from t2t_repro import hparams as hparams_lib
 from t2t_repro.cli import trained_run
 from t2t_repro.errors import ConfigurationError
-from t2t_repro.training.run_records import recorded_problem, run_dir_of
+from t2t_repro.training.run_records import run_dir_of
 
 FLAGS = flags.FLAGS
 
@@ -41,29 +40,6 @@ def member_checkpoint(path):
     return named_checkpoint(path)
 
 
-def member_vocabularies(run_dir):
-    """The vocabulary files of the problem `run_dir`'s flags.txt records, source first (None:
-    the run records no problem, or its problem has no vocabulary file)."""
-    problem = recorded_problem(run_dir)
-    return getattr(problem, "vocabulary_paths", None)
-
-
-def check_vocabulary(path, run_dir, problem):
-    """ConfigurationError naming the member `path` and both vocabulary files when the run it
-    belongs to was trained on another vocabulary (either side) than `problem` decodes with."""
-    theirs, ours = member_vocabularies(run_dir), getattr(problem, "vocabulary_paths", None)
-    if theirs is None or theirs == ours:
-        return
-    same = ours is not None and len(theirs) == len(ours) and all(
-        os.path.exists(their_file) and filecmp.cmp(their_file, our_file, shallow=False)
-        for their_file, our_file in zip(theirs, ours))
-    if not same:
-        raise ConfigurationError(
-            f"--checkpoint_path member {path} was trained with the vocabulary "
-            f"{' and '.join(theirs)}, not {' and '.join(ours or ['none'])} that --problem "
-            f"decodes with; ensemble only models of one vocabulary.")
-
-
 def load_decoding_model(problem, hparams):
     """`(what was loaded, model)`: the checkpoint and its Transformer, or for several members
     their checkpoints and their `Ensemble`."""
@@ -78,7 +54,8 @@ def load_decoding_model(problem, hparams):
         checkpoint = member_checkpoint(path)
         run_dir = run_dir_of(checkpoint)
         if run_dir is not None:
-            check_vocabulary(path, run_dir, problem)
+            trained_run.check_run_vocabulary(f"--checkpoint_path member {path}", run_dir,
+                                             problem)
         members.append((path, checkpoint, run_dir))
     models = []
     for path, checkpoint, run_dir in members:

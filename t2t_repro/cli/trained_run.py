@@ -2,6 +2,7 @@
 CTranslate2 conversion): the flags its flags.txt recorded, --checkpoint_path, and loading the
 weights."""
 
+import filecmp
 import os
 import sys
 
@@ -9,7 +10,7 @@ from absl import flags
 
 from t2t_repro.cli import checkpoint_flag, model_flags, problem_flags  # noqa: F401 (flags)
 from t2t_repro.cli import usr_dir
-from t2t_repro.training.run_records import recorded_flags
+from t2t_repro.training.run_records import recorded_flags, recorded_problem, run_dir_of
 from t2t_repro.errors import ConfigurationError
 from t2t_repro.names import FLAGS_FILENAME
 
@@ -55,11 +56,35 @@ def resolve_hparams():
 
 
 def load_model(problem, hparams):
-    """`(checkpoint path, model with its weights)` for --model and --checkpoint_path."""
+    """`(checkpoint path, model with its weights)` for --model and --checkpoint_path; a
+    checkpoint of another run must have been trained with `problem`'s vocabulary."""
     from t2t_repro.training.run import load_trained_model
 
     checkpoint = resolve_checkpoint()
+    run_dir = run_dir_of(checkpoint)
+    if run_dir is not None and os.path.realpath(run_dir) != os.path.realpath(FLAGS.output_dir):
+        check_run_vocabulary(f"--checkpoint_path={FLAGS.checkpoint_path}", run_dir, problem)
     return checkpoint, load_trained_model(FLAGS.model, hparams, problem, checkpoint)
+
+
+def check_run_vocabulary(named, run_dir, problem):
+    """ConfigurationError naming the checkpoint (`named`, as the message calls it) and both
+    vocabulary files when `run_dir`, the run it belongs to, was trained on another vocabulary
+    (either side) than `problem` decodes with. A run whose problem has no vocabulary file, or
+    that records no problem, passes."""
+    recorded = recorded_problem(run_dir)
+    theirs = getattr(recorded, "vocabulary_paths", None)
+    ours = getattr(problem, "vocabulary_paths", None)
+    if theirs is None or theirs == ours:
+        return
+    same = ours is not None and len(theirs) == len(ours) and all(
+        os.path.exists(their_file) and filecmp.cmp(their_file, our_file, shallow=False)
+        for their_file, our_file in zip(theirs, ours))
+    if not same:
+        raise ConfigurationError(
+            f"{named} was trained with the vocabulary {' and '.join(theirs)}, not "
+            f"{' and '.join(ours or ['none'])} that --problem decodes with; decode only with "
+            f"models trained on one vocabulary.")
 
 
 # What a trained run's flags.txt supplies when not given; the hparams come from its hparams.json.

@@ -5,6 +5,7 @@ batches."""
 
 import os
 
+from t2t_repro import hparams as hparams_lib
 from t2t_repro import names, registry
 from t2t_repro.data.problem import EVAL, TRAIN
 from t2t_repro.hparams import A_FRACTION, ABOVE_ZERO, HParamsError, at_least, check_ranges
@@ -107,10 +108,42 @@ def load_trained_model(model_name, hparams, problem, checkpoint_path):
 
     Not compiled: Keras then reads the model's variables and skips the optimizer's state that
     a training checkpoint also holds (Adam's two slots, twice the model's size), so nothing
-    of it is read into memory."""
+    of it is read into memory. A checkpoint that does not fit the model is a
+    CheckpointMismatchError (`check_checkpoint_run`)."""
+    check_checkpoint_run(checkpoint_path, hparams)
     model = build_model(model_name, hparams, problem)
-    model.load_weights(checkpoint_path)
+    try:
+        model.load_weights(checkpoint_path)
+    except ValueError as error:  # Keras: variables missing from the file, or of other shapes
+        first_sentence = str(error).strip().split("\n")[0].split(". ")[0].rstrip(".:")
+        raise CheckpointMismatchError(
+            f"{checkpoint_path} does not fit this model: its weights have other names or "
+            f"shapes than this model's (Keras: {first_sentence}); name a checkpoint of a run "
+            f"with these hparams.") from error
     return model
+
+
+class CheckpointMismatchError(UserError, ValueError):
+    """A checkpoint whose weights do not fit the model built to load them."""
+
+
+def check_checkpoint_run(checkpoint_path, hparams):
+    """CheckpointMismatchError naming each model hparam in which the run `checkpoint_path`
+    belongs to differs from `hparams`, where that run records its hparams. Checked before
+    loading: Keras loads a deeper model's checkpoint into a shallower model without a word,
+    reading the layers they share."""
+    run_dir = run_records.run_dir_of(checkpoint_path)
+    saved = hparams_lib.load(run_dir) if run_dir is not None else None
+    if saved is None:
+        return
+    saved = hparams_lib.with_added_model_hparams(saved, hparams)
+    differing = warm_start.differing_model_hparams(hparams, saved)
+    if differing:
+        listed = ", ".join(f"{name}={saved.values().get(name)!r} (this model "
+                           f"{hparams.values().get(name)!r})" for name in differing)
+        raise CheckpointMismatchError(
+            f"{checkpoint_path} does not fit this model: its run {run_dir} has {listed}; load "
+            f"it with the hparams of its own run, or name a checkpoint of a run with these.")
 
 
 class TrainingRunBase:

@@ -82,11 +82,18 @@ def fixed_hparams(hparams):
     return fixed
 
 
+def differing_model_hparams(hparams, saved):
+    """Names of the hparams in which another run's `saved` hparams (`with_added_model_hparams`
+    applied) differ from `hparams` and would change a weight's shape or what the weights
+    compute (`fixed_hparams`)."""
+    return [name for name in hparams.differences(saved) if name in fixed_hparams(hparams)
+            or name not in hparams.values()]
+
+
 def check_hparams(checkpoint, hparams):
     """WarmStartError naming each hparam that differs from the source run's and may not."""
     saved = hparams_lib.with_added_model_hparams(source_hparams(checkpoint), hparams)
-    differing = [name for name in hparams.differences(saved) if name in fixed_hparams(hparams)
-                 or name not in hparams.values()]
+    differing = differing_model_hparams(hparams, saved)
     if differing:
         listed = ", ".join(f"{name}={hparams.values().get(name)!r} (source "
                            f"{saved.values().get(name)!r})" for name in differing)

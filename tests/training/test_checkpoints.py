@@ -295,3 +295,35 @@ def test_a_model_loaded_for_inference_reads_the_weights_and_leaves_the_optimizer
     assert len(loaded_weights) == len(trained_weights)
     for ours, theirs in zip(loaded_weights, trained_weights):
         np.testing.assert_array_equal(ours, theirs)
+
+
+@pytest.mark.parametrize("overrides, in_run_folder, named", [
+    # fewer layers: the checkpoint lacks variables the model has
+    ("num_hidden_layers=1", True, "its run {run} has num_hidden_layers=1 (this model 2)"),
+    # wider layers: every variable is there, in other shapes
+    ("hidden_size=32,filter_size=64", True,
+     "its run {run} has filter_size=64 (this model 256), hidden_size=32 (this model 64)"),
+    # a checkpoint file alone: what differs is unknown, Keras's first sentence says what failed
+    ("num_hidden_layers=1", False,
+     "its weights have other names or shapes than this model's (Keras: "),
+])
+def test_a_checkpoint_of_another_model_is_a_user_error_naming_what_differs(
+        tmp_path, overrides, in_run_folder, named):
+    from problems.algorithmic import AlgorithmicReverse
+    from t2t_repro import hparams as hparams_lib
+    from t2t_repro.errors import UserError
+    from t2t_repro.hparams import create_hparams
+    from t2t_repro.training.run import build_model, load_trained_model
+
+    problem, run = AlgorithmicReverse(), tmp_path / "other_run"
+    other = create_hparams("transformer_tiny", overrides)
+    run.mkdir()
+    if in_run_folder:
+        hparams_lib.save(other, str(run))
+    path = str(run / "ckpt-1.weights.h5")
+    build_model("transformer", other, problem).save_weights(path)
+    with pytest.raises(UserError) as raised:
+        load_trained_model("transformer", create_hparams("transformer_tiny"), problem, path)
+    message = str(raised.value)
+    assert message.startswith(f"{path} does not fit this model: ")
+    assert named.format(run=run) in message and "\n" not in message
