@@ -109,7 +109,8 @@ def load_trained_model(model_name, hparams, problem, checkpoint_path):
     Not compiled: Keras then reads the model's variables and skips the optimizer's state that
     a training checkpoint also holds (Adam's two slots, twice the model's size), so nothing
     of it is read into memory. A checkpoint that does not fit the model is a
-    CheckpointMismatchError (`check_checkpoint_run`)."""
+    CheckpointMismatchError: one of a run with other model hparams (`check_checkpoint_run`),
+    or one whose weights are missing, of other shapes or more than the model's."""
     check_checkpoint_run(checkpoint_path, hparams)
     model = build_model(model_name, hparams, problem)
     try:
@@ -120,7 +121,28 @@ def load_trained_model(model_name, hparams, problem, checkpoint_path):
             f"{checkpoint_path} does not fit this model: its weights have other names or "
             f"shapes than this model's (Keras: {first_sentence}); name a checkpoint of a run "
             f"with these hparams.") from error
+    stored = stored_weight_count(checkpoint_path)
+    if stored > len(model.weights):  # Keras ignores what the model has no place for
+        raise CheckpointMismatchError(
+            f"{checkpoint_path} does not fit this model: it holds {stored} weights, this model "
+            f"has {len(model.weights)} (it is a deeper or larger model's checkpoint); name a "
+            f"checkpoint of a run with these hparams.")
     return model
+
+
+def stored_weight_count(checkpoint_path):
+    """How many of a model's weights the Keras weights file holds (the optimizer's left out)."""
+    import h5py
+
+    count = 0
+
+    def count_model_weight(name, item):
+        nonlocal count
+        count += isinstance(item, h5py.Dataset) and name.split("/")[0] != "optimizer"
+
+    with h5py.File(checkpoint_path, "r") as weights:
+        weights.visititems(count_model_weight)
+    return count
 
 
 class CheckpointMismatchError(UserError, ValueError):

@@ -306,6 +306,8 @@ def test_a_model_loaded_for_inference_reads_the_weights_and_leaves_the_optimizer
     # a checkpoint file alone: what differs is unknown, Keras's first sentence says what failed
     ("num_hidden_layers=1", False,
      "its weights have other names or shapes than this model's (Keras: "),
+    # and a deeper model's, which Keras would load into the layers the two share
+    ("num_hidden_layers=3", False, "it holds {stored} weights, this model has {weights} "),
 ])
 def test_a_checkpoint_of_another_model_is_a_user_error_naming_what_differs(
         tmp_path, overrides, in_run_folder, named):
@@ -321,9 +323,13 @@ def test_a_checkpoint_of_another_model_is_a_user_error_naming_what_differs(
     if in_run_folder:
         hparams_lib.save(other, str(run))
     path = str(run / "ckpt-1.weights.h5")
-    build_model("transformer", other, problem).save_weights(path)
+    other_model = build_model("transformer", other, problem)
+    other_model.save_weights(path)
+    hparams = create_hparams("transformer_tiny")
     with pytest.raises(UserError) as raised:
-        load_trained_model("transformer", create_hparams("transformer_tiny"), problem, path)
+        load_trained_model("transformer", hparams, problem, path)
     message = str(raised.value)
     assert message.startswith(f"{path} does not fit this model: ")
-    assert named.format(run=run) in message and "\n" not in message
+    weights = len(build_model("transformer", hparams, problem).weights)
+    assert named.format(run=run, stored=len(other_model.weights), weights=weights) in message
+    assert "\n" not in message
