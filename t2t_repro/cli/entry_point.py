@@ -21,9 +21,15 @@ def report_user_errors(main):
         try:
             return main(argv)
         except (UserError, OSError) as error:
-            sys.exit(f"error: {error}")
+            sys.exit(f"error: {one_line(error)}")
 
     return main_reporting_user_errors
+
+
+def one_line(error):
+    """The error's message on one line: text a library put into it (a YAML parser's message
+    points at the place on lines of its own) joined with spaces."""
+    return " ".join(line.strip() for line in str(error).strip().splitlines())
 
 
 def run(main):

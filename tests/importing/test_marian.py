@@ -289,6 +289,16 @@ def test_a_truncated_model_is_an_error_naming_it(release, tmp_path):
     assert f"{model} is not a readable Marian model" in line
 
 
+def test_a_decoder_yml_that_is_no_yaml_is_a_one_line_error_naming_it(release, tmp_path):
+    """The YAML parser's message, which spans lines, is reported on one."""
+    folder = copied_release(release, tmp_path)
+    (folder / "decoder.yml").write_text("models: [model.npz\n")
+    line = failed_import(folder, tmp_path)
+    assert line.startswith(f"error: {folder / 'decoder.yml'} does not name the model and the "
+                           f"vocabularies")
+    assert f'in "{folder / "decoder.yml"}", line 2' in line
+
+
 def test_a_missing_vocabulary_is_an_error_naming_it(release, tmp_path):
     folder = copied_release(release, tmp_path)
     (folder / "vocab.yml").unlink()
