@@ -28,6 +28,7 @@ from t2t_repro.utils.atomic_files import write_text_atomically  # noqa: E402
 from t2t_repro.cli import entry_point  # noqa: E402
 from t2t_repro.cli.entry_point import FlagAlias, apply_flag_aliases, check_usage  # noqa: E402
 from t2t_repro.errors import ConfigurationError, UserError  # noqa: E402
+from t2t_repro.training import run_records  # noqa: E402
 from t2t_repro.training.strategy_names import STRATEGIES, WorkerFailureError  # noqa: E402
 from t2t_repro.names import FLAGS_FILENAME  # noqa: E402
 
@@ -104,7 +105,7 @@ ALIASES = (
 
 def trainer_flags_text():
     """The trainer's flags as `--name=value` lines, loadable again with `--flagfile`; aliases
-    are recorded under our names."""
+    are recorded under our names, paths as absolute ones (`run_records.flag_line`)."""
     modules = {
         FLAGS.find_module_defining_flag(name)
         for name in ("problem", "hparams_set", "train_steps", "t2t_usr_dir", "random_seed")
@@ -115,7 +116,9 @@ def trainer_flags_text():
          if flag.name not in aliases] + [FLAGS["output_dir"]],
         key=lambda flag: flag.name,
     )
-    lines = [flag.serialize() for flag in own_flags]
+    lines = [run_records.flag_line(flag.name, flag.value)
+             if flag.name in run_records.PATH_FLAGS and flag.value else flag.serialize()
+             for flag in own_flags]
     return "".join(line + "\n" for line in lines if line)  # unset flags serialize as ""
 
 

@@ -182,6 +182,30 @@ def test_a_checkpoint_path_that_is_no_checkpoint_is_a_one_line_error(reverse_run
     assert error.startswith(f"error: --checkpoint_path={path} is not a checkpoint")
 
 
+def test_a_relative_path_an_older_run_recorded_is_named_when_nothing_here_matches_it(
+        reverse_run, tmp_path, monkeypatch):
+    """Runs once recorded paths as given. A relative --data_dir that names nothing from the
+    working folder is a one-line error saying so, not a search for data there; given, the
+    flag is used, there being nothing to compare it with."""
+    import shutil
+
+    run = tmp_path / "older_run"
+    shutil.copytree(reverse_run, run)
+    flags_path = run / "flags.txt"
+    lines = [line for line in flags_path.read_text().splitlines()
+             if not line.startswith("--data_dir=")]
+    flags_path.write_text("".join(line + "\n" for line in [*lines, "--data_dir=data"]))
+    monkeypatch.chdir(tmp_path)
+    refused = run_decoder(run, input="1 2\n")
+    assert refused.returncode == 1 and "Traceback" not in refused.stderr, refused.stderr
+    [error] = error_lines(refused.stderr)
+    assert error == (f"error: {flags_path} records --data_dir=data, relative to the folder the "
+                     f"run was trained from, and {tmp_path} has no such path; run the command "
+                     f"from that folder, or give --data_dir.")
+    given = run_decoder(run, f"--data_dir={tmp_path / 'elsewhere'}", input="1 2\n")
+    assert given.returncode == 0, given.stderr
+
+
 def test_a_checkpoint_of_a_run_with_other_hparams_is_a_one_line_error_naming_them(
         reverse_run, learned_positions_run):
     checkpoint = learned_positions_run / "ckpt-2.weights.h5"

@@ -123,6 +123,30 @@ def test_run_writes_its_config_resumes_from_flagfile_and_refuses_other_hparams(t
     assert not (output_dir / "ckpt-20.weights.h5").exists()
 
 
+def test_a_run_records_its_paths_absolute_so_commands_read_it_from_any_folder(
+        tmp_path, monkeypatch):
+    """Trained with a relative --output_dir and --data_dir, the run's flags.txt gives both
+    absolute: the decoder, started in another folder, adopts them and decodes."""
+    work, elsewhere = tmp_path / "work", tmp_path / "elsewhere"
+    elsewhere.mkdir(parents=True)
+    work.mkdir()
+    monkeypatch.chdir(work)
+    trained = run_trainer(*TINY_RUN, "--output_dir=runs/tiny", "--data_dir=data",
+                          "--train_steps=2", "--schedule=train")
+    assert trained.returncode == 0, trained.stderr
+    run = work / "runs" / "tiny"
+    recorded = (run / "flags.txt").read_text().splitlines()
+    assert f"--output_dir={run}" in recorded and f"--data_dir={work / 'data'}" in recorded
+
+    monkeypatch.chdir(elsewhere)
+    decoded = run_module("t2t_repro.decoder", f"--output_dir={run}",
+                         "--decode_hparams=beam_size=1", input="1 2 3\n")
+    assert decoded.returncode == 0, decoded.stderr
+    assert (f"Using --problem=algorithmic_copy --data_dir={work / 'data'} from "
+            f"{run / 'flags.txt'}.") in decoded.stderr
+    assert len(decoded.stdout.splitlines()) == 1
+
+
 def test_training_killed_with_sigkill_resumes_from_its_last_checkpoint(tmp_path):
     """A trainer process killed outright (no chance to clean up) leaves only whole checkpoints,
     and the same command resumes from the newest of them."""

@@ -10,7 +10,8 @@ from absl import flags
 
 from t2t_repro.cli import checkpoint_flag, model_flags, problem_flags  # noqa: F401 (flags)
 from t2t_repro.cli import usr_dir
-from t2t_repro.training.run_records import recorded_flags, recorded_problem, run_dir_of
+from t2t_repro.training.run_records import (PATH_FLAGS, recorded_flags, recorded_problem,
+                                            run_dir_of)
 from t2t_repro.errors import ConfigurationError
 from t2t_repro.names import FLAGS_FILENAME
 
@@ -91,8 +92,17 @@ def check_run_vocabulary(named, run_dir, problem):
 RUN_FLAGS = ("problem", "data_dir", "t2t_usr_dir")
 
 
+def unresolvable(name, recorded):
+    """Whether `recorded`, the value flags.txt gives a path flag, is relative (as runs recorded
+    paths before they recorded them absolute) and names nothing from this working folder: it
+    was relative to the folder the run was trained from, which is unknown here."""
+    return name in PATH_FLAGS and not os.path.isabs(recorded) and not os.path.exists(recorded)
+
+
 def same_value(name, given, recorded):
-    if name in ("data_dir", "t2t_usr_dir"):
+    if unresolvable(name, recorded):
+        return True  # nothing here to compare the given path with
+    if name in PATH_FLAGS:
         return os.path.realpath(os.path.expanduser(given)) == os.path.realpath(recorded)
     return given == recorded
 
@@ -100,7 +110,9 @@ def same_value(name, given, recorded):
 def adopt_run_flags():
     """Sets --problem, --data_dir and --t2t_usr_dir from --output_dir's flags.txt where they
     were not given, and says so in one line; a given value that disagrees with the run's is a
-    ConfigurationError naming both."""
+    ConfigurationError naming both, and so is a recorded relative path that names nothing
+    from here."""
+    flags_path = os.path.join(FLAGS.output_dir, FLAGS_FILENAME)
     recorded = recorded_flags(FLAGS.output_dir)
     adopted = []
     for name in RUN_FLAGS:
@@ -108,16 +120,20 @@ def adopt_run_flags():
             continue
         given = FLAGS[name].value
         if given is None:
+            if unresolvable(name, recorded[name]):
+                raise ConfigurationError(
+                    f"{flags_path} records --{name}={recorded[name]}, relative to the folder "
+                    f"the run was trained from, and {os.getcwd()} has no such path; run the "
+                    f"command from that folder, or give --{name}.")
             FLAGS[name].value = recorded[name]
             adopted.append(f"--{name}={recorded[name]}")
         elif not same_value(name, given, recorded[name]):
             raise ConfigurationError(
                 f"--{name}={given} disagrees with --{name}={recorded[name]} that "
-                f"{os.path.join(FLAGS.output_dir, FLAGS_FILENAME)} records for this run; leave "
-                f"--{name} out to use the run's, or point --output_dir at another run.")
+                f"{flags_path} records for this run; leave --{name} out to use the run's, or "
+                f"point --output_dir at another run.")
     if adopted:
-        print(f"Using {' '.join(adopted)} from {os.path.join(FLAGS.output_dir, FLAGS_FILENAME)}.",
-              file=sys.stderr)
+        print(f"Using {' '.join(adopted)} from {flags_path}.", file=sys.stderr)
 
 
 def start_trained_run_command(argv):

@@ -19,6 +19,7 @@ import shutil
 from t2t_repro import hparams as hparams_lib
 from t2t_repro.errors import ConfigurationError
 from t2t_repro.names import FLAGS_FILENAME
+from t2t_repro.training.run_records import flag_line
 from t2t_repro.utils.atomic_files import atomic_path, write_text_atomically
 
 PROBLEM = "translate_text_files"
@@ -69,7 +70,7 @@ def write_run(imported, output_dir, source_language, target_language):
         CheckpointManager(folder, model).save()
         hparams_lib.save(hparams, folder)
         write_text_atomically(os.path.join(folder, FLAGS_FILENAME), "".join(
-            f"--{name}={value}\n" for name, value in (
+            flag_line(name, value) + "\n" for name, value in (
                 ("problem", PROBLEM), ("data_dir", os.path.join(output_dir, DATA_SUBDIR)),
                 ("output_dir", output_dir))))
         record = {**imported.description, "vocabulary_counts": imported.vocabulary_counts}

@@ -9,6 +9,19 @@ from t2t_repro.names import FLAGS_FILENAME, HPARAMS_FILENAME
 from t2t_repro.utils.atomic_files import write_text_atomically
 
 
+# The flags that name files or folders. A run records them as absolute paths, so that the
+# commands that read it (`cli.trained_run`), fine-tuning and `--flagfile` find them from any
+# working folder.
+PATH_FLAGS = ("data_dir", "tmp_dir", "output_dir", "t2t_usr_dir", "warm_start_from")
+
+
+def flag_line(name, value):
+    """`--name=value` as flags.txt records it: a path flag's value absolute."""
+    if name in PATH_FLAGS:
+        value = os.path.abspath(os.path.expanduser(value))
+    return f"--{name}={value}"
+
+
 def check_saved_hparams(run_dir, hparams):
     """ConfigurationError naming the hparams that differ when `run_dir` holds a run trained with
     others: its checkpoints hold other weights, or were made by another recipe."""
@@ -34,11 +47,10 @@ def save_run_record(run_dir, hparams, problem, model_name):
     hparams_lib.save(hparams, run_dir)
     if os.path.exists(os.path.join(run_dir, FLAGS_FILENAME)):
         return
-    data_dir = os.path.abspath(problem.data_dir) if problem.data_dir else None
-    recorded = {"problem": problem.name, "data_dir": data_dir, "model": model_name,
-                "output_dir": os.path.abspath(run_dir)}
+    recorded = {"problem": problem.name, "data_dir": problem.data_dir, "model": model_name,
+                "output_dir": run_dir}
     write_text_atomically(os.path.join(run_dir, FLAGS_FILENAME), "".join(
-        f"--{name}={value}\n" for name, value in recorded.items() if value is not None))
+        flag_line(name, value) + "\n" for name, value in recorded.items() if value))
 
 
 def recorded_flags(run_dir):
@@ -89,7 +101,7 @@ def copy_run_record(run_dir, to_dir):
     flags_path = os.path.join(run_dir, FLAGS_FILENAME)
     if os.path.exists(flags_path):
         with open(flags_path, encoding="utf-8") as f:
-            lines = [f"--output_dir={to_dir}" if line.startswith("--output_dir=") else line
-                     for line in f.read().splitlines()]
+            lines = [flag_line("output_dir", to_dir) if line.startswith("--output_dir=")
+                     else line for line in f.read().splitlines()]
         write_text_atomically(os.path.join(to_dir, FLAGS_FILENAME),
                               "".join(line + "\n" for line in lines))
