@@ -16,9 +16,10 @@ PATH_FLAGS = ("data_dir", "tmp_dir", "output_dir", "t2t_usr_dir", "warm_start_fr
 
 
 def flag_line(name, value):
-    """`--name=value` as flags.txt records it: a path flag's value absolute."""
+    """`--name=value` as flags.txt records it: a path flag's value made absolute against the
+    working folder, as the commands resolve it."""
     if name in PATH_FLAGS:
-        value = os.path.abspath(os.path.expanduser(value))
+        value = os.path.abspath(value)
     return f"--{name}={value}"
 
 
