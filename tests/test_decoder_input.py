@@ -186,7 +186,8 @@ def test_a_relative_path_an_older_run_recorded_is_named_when_nothing_here_matche
         reverse_run, tmp_path, monkeypatch):
     """Runs once recorded paths as given. A relative --data_dir that names nothing from the
     working folder is a one-line error saying so, not a search for data there; given, the
-    flag is used, there being nothing to compare it with."""
+    flag is used, there being nothing to compare it with. Read for another purpose (here an
+    ensemble member's vocabulary), it is an error too."""
     import shutil
 
     run = tmp_path / "older_run"
@@ -204,6 +205,11 @@ def test_a_relative_path_an_older_run_recorded_is_named_when_nothing_here_matche
                      f"from that folder, or give --data_dir.")
     given = run_decoder(run, f"--data_dir={tmp_path / 'elsewhere'}", input="1 2\n")
     assert given.returncode == 0, given.stderr
+    member = run_decoder(reverse_run, f"--checkpoint_path={reverse_run},{run}", input="1 2\n")
+    assert member.returncode == 1 and "Traceback" not in member.stderr, member.stderr
+    [error] = error_lines(member.stderr)
+    assert error.startswith(f"error: {flags_path} records --data_dir=data, relative to the "
+                            f"folder the run was trained from, and {tmp_path} has no such path")
 
 
 def test_a_checkpoint_of_a_run_with_other_hparams_is_a_one_line_error_naming_them(

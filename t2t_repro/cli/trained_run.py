@@ -11,7 +11,7 @@ from absl import flags
 from t2t_repro.cli import checkpoint_flag, model_flags, problem_flags  # noqa: F401 (flags)
 from t2t_repro.cli import usr_dir
 from t2t_repro.training.run_records import (PATH_FLAGS, recorded_flags, recorded_problem,
-                                            run_dir_of)
+                                            run_dir_of, unresolvable, unresolvable_error)
 from t2t_repro.errors import ConfigurationError
 from t2t_repro.names import FLAGS_FILENAME
 
@@ -92,13 +92,6 @@ def check_run_vocabulary(named, run_dir, problem):
 RUN_FLAGS = ("problem", "data_dir", "t2t_usr_dir")
 
 
-def unresolvable(name, recorded):
-    """Whether `recorded`, the value flags.txt gives a path flag, is relative (as runs recorded
-    paths before they recorded them absolute) and names nothing from this working folder: it
-    was relative to the folder the run was trained from, which is unknown here."""
-    return name in PATH_FLAGS and not os.path.isabs(recorded) and not os.path.exists(recorded)
-
-
 def same_value(name, given, recorded):
     if unresolvable(name, recorded):
         return True  # nothing here to compare the given path with
@@ -121,10 +114,8 @@ def adopt_run_flags():
         given = FLAGS[name].value
         if given is None:
             if unresolvable(name, recorded[name]):
-                raise ConfigurationError(
-                    f"{flags_path} records --{name}={recorded[name]}, relative to the folder "
-                    f"the run was trained from, and {os.getcwd()} has no such path; run the "
-                    f"command from that folder, or give --{name}.")
+                raise unresolvable_error(FLAGS.output_dir, name, recorded[name],
+                                         f"run the command from that folder, or give --{name}")
             FLAGS[name].value = recorded[name]
             adopted.append(f"--{name}={recorded[name]}")
         elif not same_value(name, given, recorded[name]):

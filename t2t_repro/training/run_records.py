@@ -23,6 +23,20 @@ def flag_line(name, value):
     return f"--{name}={value}"
 
 
+def unresolvable(name, recorded):
+    """Whether `recorded`, the value flags.txt gives the flag `name`, is a relative path (as
+    runs recorded paths before they recorded them absolute) that names nothing from this
+    working folder: it was relative to the folder the run was trained from, unknown here."""
+    return name in PATH_FLAGS and not os.path.isabs(recorded) and not os.path.exists(recorded)
+
+
+def unresolvable_error(run_dir, name, recorded, remedy):
+    """The ConfigurationError for an `unresolvable` recorded path; `remedy`: what to do."""
+    return ConfigurationError(
+        f"{os.path.join(run_dir, FLAGS_FILENAME)} records --{name}={recorded}, relative to the "
+        f"folder the run was trained from, and {os.getcwd()} has no such path; {remedy}.")
+
+
 def check_saved_hparams(run_dir, hparams):
     """ConfigurationError naming the hparams that differ when `run_dir` holds a run trained with
     others: its checkpoints hold other weights, or were made by another recipe."""
@@ -77,7 +91,8 @@ def run_dir_of(checkpoint):
 def recorded_problem(run_dir):
     """The problem `run_dir`'s flags.txt names, over the data folder and with the data hparams
     it records; None when it names none. A problem not registered here is a
-    ConfigurationError: its vocabulary and data cannot be read without its code."""
+    ConfigurationError: its vocabulary and data cannot be read without its code; so is a data
+    folder recorded as a relative path that names nothing from here (`unresolvable`)."""
     from t2t_repro import registry
 
     recorded = recorded_flags(run_dir)
@@ -87,7 +102,12 @@ def recorded_problem(run_dir):
     if name not in registry.problems:
         raise ConfigurationError(f"{run_dir} was trained on problem {name}, which is not "
                                  f"registered here; give the --t2t_usr_dir that registers it.")
-    return registry.problems[name](data_dir=recorded.get("data_dir"),
+    data_dir = recorded.get("data_dir")
+    if data_dir and unresolvable("data_dir", data_dir):
+        raise unresolvable_error(run_dir, "data_dir", data_dir,
+                                 "run the command from that folder, or make the path absolute "
+                                 "there")
+    return registry.problems[name](data_dir=data_dir,
                                    data_hparams=recorded.get("data_hparams", ""))
 
 
