@@ -64,7 +64,9 @@ def load_model(problem, hparams):
     checkpoint = resolve_checkpoint()
     run_dir = run_dir_of(checkpoint)
     if run_dir is not None and os.path.realpath(run_dir) != os.path.realpath(FLAGS.output_dir):
-        check_run_vocabulary(f"--checkpoint_path={FLAGS.checkpoint_path}", run_dir, problem)
+        named = (f"--checkpoint_path={FLAGS.checkpoint_path}" if FLAGS.checkpoint_path
+                 else checkpoint)  # --output_dir a folder of checkpoints in another run
+        check_run_vocabulary(named, run_dir, problem)
     return checkpoint, load_trained_model(FLAGS.model, hparams, problem, checkpoint)
 
 
