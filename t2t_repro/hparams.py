@@ -138,16 +138,14 @@ class HParams:
                 raise HParamsError(f"{kind} override '{item}' is not of the form name=value.")
             if key in parsed:
                 raise HParamsError(f"{kind} '{key}' is given twice in '{overrides}'.")
-            if key not in self._values:
-                raise HParamsError(_unknown_hparam_message(key, self._values, kind))
-            parsed[key] = _parse_value(key, text, type(self._values[key]), kind)
+            parsed[key] = _parse_value(key, text, type(self._get_existing(key, kind)), kind)
         # Applied only once every item is valid, so a bad string changes nothing.
         self._values.update(parsed)
         return self
 
-    def _get_existing(self, key):
+    def _get_existing(self, key, kind="hparam"):
         if key not in self._values:
-            raise HParamsError(_unknown_hparam_message(key, self._values))
+            raise HParamsError(_unknown_hparam_message(key, self._values, kind))
         return self._values[key]
 
     def __getattr__(self, key):
