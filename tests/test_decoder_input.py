@@ -218,9 +218,10 @@ def test_a_checkpoint_of_a_run_with_other_hparams_is_a_one_line_error_naming_the
     result = run_decoder(reverse_run, f"--checkpoint_path={checkpoint}", input="1 2\n")
     assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
     [error] = error_lines(result.stderr)
-    assert error.startswith(f"error: {checkpoint} does not fit this model: its run "
-                            f"{learned_positions_run} has num_hidden_layers=2 (this model 1), "
-                            f"position_encoding='learned' (this model 'sinusoidal')")
+    assert error.startswith(f"error: {checkpoint} does not fit this model, whose hparams "
+                            f"differ from those of its run {learned_positions_run}: "
+                            f"num_hidden_layers=1 (its run 2), position_encoding='sinusoidal' "
+                            f"(its run 'learned');")
 
 
 @pytest.mark.parametrize("flag", ["--decode_from_file", "--decode_reference",

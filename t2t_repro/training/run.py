@@ -156,16 +156,12 @@ def check_checkpoint_run(checkpoint_path, hparams):
     reading the layers they share."""
     run_dir = run_records.run_dir_of(checkpoint_path)
     saved = hparams_lib.load(run_dir) if run_dir is not None else None
-    if saved is None:
-        return
-    saved = hparams_lib.with_added_model_hparams(saved, hparams)
-    differing = warm_start.differing_model_hparams(hparams, saved)
-    if differing:
-        listed = ", ".join(f"{name}={saved.values().get(name)!r} (this model "
-                           f"{hparams.values().get(name)!r})" for name in differing)
+    listed = warm_start.model_hparam_differences(hparams, saved, "its run") if saved else ""
+    if listed:
         raise CheckpointMismatchError(
-            f"{checkpoint_path} does not fit this model: its run {run_dir} has {listed}; load "
-            f"it with the hparams of its own run, or name a checkpoint of a run with these.")
+            f"{checkpoint_path} does not fit this model, whose hparams differ from those of "
+            f"its run {run_dir}: {listed}; load it with the hparams of its own run, or name a "
+            f"checkpoint of a run with these.")
 
 
 class TrainingRunBase:

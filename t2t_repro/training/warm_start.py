@@ -82,21 +82,21 @@ def fixed_hparams(hparams):
     return fixed
 
 
-def differing_model_hparams(hparams, saved):
-    """Names of the hparams in which another run's `saved` hparams (`with_added_model_hparams`
-    applied) differ from `hparams` and would change a weight's shape or what the weights
-    compute (`fixed_hparams`)."""
-    return [name for name in hparams.differences(saved) if name in fixed_hparams(hparams)
-            or name not in hparams.values()]
+def model_hparam_differences(hparams, saved, theirs):
+    """`name=<value in hparams> (<theirs> <value in saved>), ...` for each hparam in which
+    another run's `saved` hparams differ from `hparams` and would change a weight's shape or
+    what the weights compute (`fixed_hparams`); "" when there is none."""
+    saved = hparams_lib.with_added_model_hparams(saved, hparams)
+    differing = [name for name in hparams.differences(saved) if name in fixed_hparams(hparams)
+                 or name not in hparams.values()]
+    return ", ".join(f"{name}={hparams.values().get(name)!r} ({theirs} "
+                     f"{saved.values().get(name)!r})" for name in differing)
 
 
 def check_hparams(checkpoint, hparams):
     """WarmStartError naming each hparam that differs from the source run's and may not."""
-    saved = hparams_lib.with_added_model_hparams(source_hparams(checkpoint), hparams)
-    differing = differing_model_hparams(hparams, saved)
-    if differing:
-        listed = ", ".join(f"{name}={hparams.values().get(name)!r} (source "
-                           f"{saved.values().get(name)!r})" for name in differing)
+    listed = model_hparam_differences(hparams, source_hparams(checkpoint), "source")
+    if listed:
         raise WarmStartError(f"--warm_start_from={checkpoint} was trained with other model "
                              f"hparams: {listed}; only training hparams may differ "
                              f"({', '.join(sorted(TRAINING_ONLY_HPARAMS))}).")

@@ -299,15 +299,17 @@ def test_a_model_loaded_for_inference_reads_the_weights_and_leaves_the_optimizer
 
 @pytest.mark.parametrize("overrides, in_run_folder, named", [
     # fewer layers: the checkpoint lacks variables the model has
-    ("num_hidden_layers=1", True, "its run {run} has num_hidden_layers=1 (this model 2)"),
+    ("num_hidden_layers=1", True,
+     ", whose hparams differ from those of its run {run}: num_hidden_layers=2 (its run 1);"),
     # wider layers: every variable is there, in other shapes
     ("hidden_size=32,filter_size=64", True,
-     "its run {run} has filter_size=64 (this model 256), hidden_size=32 (this model 64)"),
+     ", whose hparams differ from those of its run {run}: filter_size=256 (its run 64), "
+     "hidden_size=64 (its run 32);"),
     # a checkpoint file alone: what differs is unknown, Keras's first sentence says what failed
     ("num_hidden_layers=1", False,
-     "its weights have other names or shapes than this model's (Keras: "),
+     ": its weights have other names or shapes than this model's (Keras: "),
     # and a deeper model's, which Keras would load into the layers the two share
-    ("num_hidden_layers=3", False, "it holds {stored} weights, this model has {weights} "),
+    ("num_hidden_layers=3", False, ": it holds {stored} weights, this model has {weights} "),
 ])
 def test_a_checkpoint_of_another_model_is_a_user_error_naming_what_differs(
         tmp_path, overrides, in_run_folder, named):
@@ -329,7 +331,7 @@ def test_a_checkpoint_of_another_model_is_a_user_error_naming_what_differs(
     with pytest.raises(UserError) as raised:
         load_trained_model("transformer", hparams, problem, path)
     message = str(raised.value)
-    assert message.startswith(f"{path} does not fit this model: ")
     weights = len(build_model("transformer", hparams, problem).weights)
-    assert named.format(run=run, stored=len(other_model.weights), weights=weights) in message
+    named = named.format(run=run, stored=len(other_model.weights), weights=weights)
+    assert message.startswith(f"{path} does not fit this model{named}")
     assert "\n" not in message
