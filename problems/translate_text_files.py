@@ -35,10 +35,16 @@ GIVEN_VOCABULARY_HPARAMS = ("vocabulary", "source_vocabulary", "target_vocabular
 
 
 def matched_files(name, pattern):
-    """The files a path or glob pattern names, sorted; none is a RawDataError."""
+    """The files a path or glob pattern names, sorted; none, or a folder among them, is a
+    RawDataError."""
     paths = sorted(glob.glob(os.path.expanduser(pattern)))
     if not paths:
         raise RawDataError(f"{name}={pattern} matches no file.")
+    folders = [path for path in paths if os.path.isdir(path)]
+    if folders:
+        raise RawDataError(
+            f"{name}={pattern} names the folder {folders[0]}, not a text file; name a file in "
+            f"it, or a glob pattern of its files.")
     return paths
 
 

@@ -446,6 +446,16 @@ def test_different_numbers_of_files_are_an_error_naming_them(corpus, tmp_path):
             f"({corpus}/part-1.en)") in line
 
 
+def test_a_folder_named_for_a_file_is_an_error_naming_it_before_anything_is_written(
+        corpus, tmp_path):
+    """Not the operating system's "Is a directory" after the training split is written."""
+    hparams = data_hparams(corpus).replace(f"{corpus}/dev.de", str(corpus))
+    line = one_line_error(datagen(tmp_path / "data", hparams))
+    assert line == (f"error: eval_source={corpus} names the folder {corpus}, not a text file; "
+                    f"name a file in it, or a glob pattern of its files.")
+    assert not (tmp_path / "data").exists()
+
+
 def test_different_numbers_of_lines_are_an_error_naming_them(corpus, tmp_path):
     write_lines(tmp_path / "short.de", read_lines(corpus / "part-1.de")[:10])
     write_lines(tmp_path / "short.en", read_lines(corpus / "part-1.en")[:9])
