@@ -29,9 +29,10 @@ KILL_RUN = [*TINY_RUN, "--eval_every=100000", "--save_checkpoints_steps=3",
 STOPPING_TRAINER = pathlib.Path(__file__).parent / "training" / "stopping_trainer.py"
 
 
-def start_trainer(output_dir, log_path, **stop_at):
+def start_trainer(output_dir, log_path, temp_dir=None, **stop_at):
     """The trainer in the background; `stop_at` (T2T_TEST_STOP_* variables, see
-    stopping_trainer.py) makes it stop itself at that point and wait for its kill."""
+    stopping_trainer.py) makes it stop itself at that point and wait for its kill. `temp_dir`:
+    its temporary folder (TMPDIR)."""
     log = open(log_path, "w")
     command = [sys.executable, "-u", str(STOPPING_TRAINER)] if stop_at else [
         sys.executable, "-u", "-m", "t2t_repro.trainer"]
@@ -39,7 +40,8 @@ def start_trainer(output_dir, log_path, **stop_at):
                       for name, value in stop_at.items()}
     return subprocess.Popen(
         [*command, *KILL_RUN, f"--output_dir={output_dir}"], stdout=log,
-        stderr=subprocess.STDOUT, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", **stop_variables))
+        stderr=subprocess.STDOUT, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", **stop_variables,
+                                           **({"TMPDIR": str(temp_dir)} if temp_dir else {})))
 
 
 def wait_until_stopped(process, log_path, seconds=600):
@@ -80,9 +82,12 @@ def test_five_kills_one_mid_checkpoint_each_resume_from_the_newest_complete_chec
     is being written. The trainer stops itself at each of those points and is killed there, so
     the kills land at the same steps on any machine. Every restart resumes from the newest
     complete checkpoint and removes the partial file, and the last run ends at step 30 with a
-    loadable checkpoint."""
+    loadable checkpoint. No killed attempt leaves a file in its temporary folder (autograph
+    writes each function it converts to one there, removed only at a normal exit)."""
     rng = random.Random(14)
     output_dir = str(tmp_path / "run")
+    temp_dir = tmp_path / "tmp"
+    temp_dir.mkdir()
     history = []
     for kill in range(5):
         log_path = tmp_path / f"attempt-{kill}.log"
@@ -91,7 +96,7 @@ def test_five_kills_one_mid_checkpoint_each_resume_from_the_newest_complete_chec
             stop_at = {"in_checkpoint_write": 1}
         else:  # 0 to 2 steps after this attempt's first new checkpoint
             stop_at = {"after_step": newest_before + 3 + rng.randrange(3)}
-        process = start_trainer(output_dir, log_path, **stop_at)
+        process = start_trainer(output_dir, log_path, temp_dir, **stop_at)
         try:
             wait_until_stopped(process, log_path)
         finally:
@@ -105,6 +110,7 @@ def test_five_kills_one_mid_checkpoint_each_resume_from_the_newest_complete_chec
             assert steps[-1] == newest_before + 3  # the attempt's new checkpoint is complete
     assert history[2]["partial_left"]  # the kill did land inside a write
     assert history[2]["complete"] == history[1]["complete"]  # which never completed
+    assert sorted(os.listdir(temp_dir)) == []
     log_path = tmp_path / "final.log"
     final = start_trainer(output_dir, log_path)
     assert final.wait(timeout=600) == 0, open(log_path).read()[-3000:]

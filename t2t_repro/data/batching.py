@@ -30,7 +30,14 @@ def example_lengths(chunk):
 
 
 # The pipeline's functions are plain TensorFlow without Python control flow on tensors; marked
-# so, tf.data does not have autograph rewrite them in every new process (0.4 s of a start).
+# so, tf.data does not have autograph rewrite them in every new process (0.4 s of a start),
+# each into a file in the temporary folder that a killed process leaves behind.
+@tf.autograph.experimental.do_not_convert
+def with_targets_as_labels(features):
+    """`(features, targets)`: a batch as Keras's `fit` and the training runs take it."""
+    return features, features["targets"]
+
+
 @tf.autograph.experimental.do_not_convert
 def chunk_to_batches(chunk, budget, max_length, shuffle, seed=None, rows_multiple=1):
     """The padded batches of one chunk of ragged examples, as a dataset.

@@ -64,8 +64,10 @@ def packed_dataset(batches):
     """`batches` (PackedBatches) as a tf.data dataset of `(features, targets)`."""
     import tensorflow as tf
 
+    from t2t_repro.data.batching import with_targets_as_labels
+
     spec = tf.TensorSpec((batches.rows, batches.max_length), tf.int32)
     dataset = tf.data.Dataset.from_generator(
         lambda: (features for features, _ in batches),
         output_signature={key: spec for key in PACKED_KEYS})
-    return dataset.map(lambda features: (features, features["targets"]))
+    return dataset.map(with_targets_as_labels)

@@ -236,7 +236,7 @@ class Problem:
         else:
             batches = batches.shuffle(_EVAL_BATCH_MIX_BUFFER, seed=_EVAL_BATCH_MIX_SEED,
                                       reshuffle_each_iteration=False)
-        batches = batches.map(lambda features: (features, features["targets"]))
+        batches = batches.map(batching.with_targets_as_labels)
         return batches.prefetch(tf.data.AUTOTUNE)
 
     def array_batches(self, mode, hparams, seed=None, num_devices=1, fixed_shapes=True):

@@ -109,6 +109,12 @@ def _rows(ragged):
     return np.split(ragged.flat_values.numpy(), ragged.row_splits.numpy()[1:-1])
 
 
+@tf.autograph.experimental.do_not_convert  # as `batching.chunk_to_batches`
+def swapped_sides(example):
+    """The example with its inputs and targets exchanged: a problem's reverse direction."""
+    return {"inputs": example["targets"], "targets": example["inputs"]}
+
+
 def rows_as_tensors(dataset):
     """Retypes the rows of a ragged dataset as the plain vectors they are.
 

@@ -282,7 +282,9 @@ class TextPairProblem(Problem):
 
     def _oriented(self, dataset):
         if self.reverse:
-            return dataset.map(lambda ex: {"inputs": ex["targets"], "targets": ex["inputs"]})
+            from t2t_repro.data.records import swapped_sides
+
+            return dataset.map(swapped_sides)
         return dataset
 
     def examples(self, mode):
