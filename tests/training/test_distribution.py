@@ -19,7 +19,7 @@ from conftest import HANG_GUARD_S
 
 TWO_CPU_DEVICES = textwrap.dedent(
     """
-    import json, sys, tempfile
+    import json, sys
     from t2t_repro.cli.quiet_tensorflow import import_tensorflow
     import_tensorflow()  # as the commands start
     import tensorflow as tf
@@ -83,7 +83,7 @@ TRAIN_AND_EVALUATE_MIRRORED = textwrap.dedent(
     hparams = create_hparams("transformer_tiny",
                              "batch_size=300,max_length=24,num_hidden_layers=1")
     # Six eval batches are enough to show evaluation runs; the whole eval set takes minutes.
-    run = TensorFlowTrainingRun(problem, hparams, tempfile.mkdtemp(), mirrored, eval_every=8,
+    run = TensorFlowTrainingRun(problem, hparams, sys.argv[1], mirrored, eval_every=8,
                       eval_steps=6, log_every=8, print_fn=lambda *args: None)
     rows = [int(features["inputs"].shape[0])
             for features, _ in run.eval_dataset()]
@@ -99,12 +99,12 @@ TRAIN_AND_EVALUATE_MIRRORED = textwrap.dedent(
 
 
 @pytest.fixture(scope="module")
-def reports():
+def reports(tmp_path_factory):
     """Both checks' reports, from one fresh Python that configures 2 logical CPUs before
-    TensorFlow starts."""
+    TensorFlow starts (its argument: the mirrored run's folder)."""
     script = TWO_CPU_DEVICES + ONE_STEP_BOTH_WAYS + TRAIN_AND_EVALUATE_MIRRORED
     result = subprocess.run(
-        [sys.executable, "-c", script],
+        [sys.executable, "-c", script, str(tmp_path_factory.mktemp("mirrored_run"))],
         capture_output=True,
         text=True,
         env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", KERAS_BACKEND="tensorflow"),
