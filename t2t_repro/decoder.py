@@ -56,6 +56,11 @@ flags.DEFINE_string("score_file", None,
                     "writes each target's log-probability (nats, EOS included) and its pieces.")
 # The files the decoder reads, which --decode_to_file must not replace.
 INPUT_FILE_FLAGS = ("decode_from_file", "decode_reference", "target_prefix_file", "score_file")
+# What only a search reads or writes, with the decode hparams' defaults: set with --score_file,
+# an error rather than ignored.
+SEARCH_ONLY_FLAGS = ("decode_from_file", "decode_reference", "target_prefix_file")
+SEARCH_ONLY_DECODE_HPARAMS = {"return_beams": False, "return_alignments": False,
+                              "sampling_method": "argmax"}
 
 
 def score(problem, decode_hparams):
@@ -64,9 +69,13 @@ def score(problem, decode_hparams):
     from t2t_repro.decoding.scoring import Scorer
     from t2t_repro.decoding.text_decoding import input_limit
 
-    if FLAGS.decode_from_file or FLAGS.decode_reference:
-        raise ConfigurationError("--score_file scores given translations; it takes no "
-                                 "--decode_from_file or --decode_reference.")
+    given = [f"--{name}" for name in SEARCH_ONLY_FLAGS if FLAGS[name].value]
+    given += [f"decode hparam {name}={getattr(decode_hparams, name)}"
+              for name, default in SEARCH_ONLY_DECODE_HPARAMS.items()
+              if getattr(decode_hparams, name) != default]
+    if given:
+        raise ConfigurationError(f"--score_file scores given translations; it takes no "
+                                 f"{', '.join(given)}, which only decoding uses.")
     pairs = file_scoring.read_score_pairs(problem, FLAGS.score_file)
     checkpoint, model = ensemble_models.load_decoding_model(problem, trained_run.resolve_hparams())
     model = model_in_precision(model, FLAGS.decode_precision)

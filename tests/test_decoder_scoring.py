@@ -86,10 +86,20 @@ def test_a_line_without_a_tab_is_an_error_naming_its_line(ende_data_dir, ende_ru
     assert f"{bad} line 3: it has 0 tabs; a line to score is source<TAB>target" in message
 
 
-def test_score_file_takes_no_decode_from_file(ende_data_dir, ende_run, score_file):
+@pytest.mark.parametrize("flag, named", [
+    ("--decode_from_file={pairs}", "--decode_from_file"),
+    ("--target_prefix_file={pairs}", "--target_prefix_file"),
+    ("--decode_hparams=return_alignments=true", "decode hparam return_alignments=True"),
+    ("--decode_hparams=beam_size=1,sampling_method=random",
+     "decode hparam sampling_method=random"),
+])
+def test_score_file_takes_nothing_only_a_search_reads_or_writes(ende_data_dir, ende_run,
+                                                                 score_file, flag, named):
+    """An error, not ignored: scoring has no prefixes, alignments or samples to write."""
     message = one_line_error(decoder(ende_data_dir, ende_run, f"--score_file={score_file}",
-                                     f"--decode_from_file={score_file}"))
-    assert "--score_file scores given translations; it takes no --decode_from_file" in message
+                                     flag.format(pairs=score_file)))
+    assert message == (f"error: --score_file scores given translations; it takes no {named}, "
+                       f"which only decoding uses.")
 
 
 def test_an_ensemble_of_a_run_with_itself_scores_and_decodes_as_the_run(
