@@ -88,7 +88,8 @@ def score(problem, decode_hparams):
 
 def run():
     from t2t_repro.decoding.alignments import Aligner
-    from t2t_repro.decoding.text_decoding import create_decode_hparams, create_search, input_limit
+    from t2t_repro.decoding.text_decoding import (
+        check_alignments_asked, create_decode_hparams, create_search, input_limit)
 
     if FLAGS.decode_to_file:  # before the work whose result it is to hold
         output_paths.check_output_file(FLAGS.decode_to_file, "--decode_to_file")
@@ -99,14 +100,16 @@ def run():
     decode_hparams = create_decode_hparams(problem, FLAGS.decode_hparams)
     if FLAGS.score_file:
         return score(problem, decode_hparams)
+    check_alignments_asked(decode_hparams)
+    for name in ("decode_reference", "target_prefix_file"):
+        if FLAGS[name].value and not FLAGS.decode_from_file:
+            raise ConfigurationError(f"--{name} needs --decode_from_file, the sources its lines "
+                                     f"are aligned with.")
     hparams = trained_run.resolve_hparams()
     sources = (file_decoding.read_sources(problem, FLAGS.decode_from_file, FLAGS.decode_reference)
                if FLAGS.decode_from_file else None)
     prefixes = None
     if FLAGS.target_prefix_file:
-        if sources is None:
-            raise ConfigurationError("--target_prefix_file needs --decode_from_file, the "
-                                     "sources its lines are aligned with.")
         prefixes = file_decoding.read_target_prefixes(problem, FLAGS.target_prefix_file,
                                                       len(sources[0]))
     checkpoint, model = ensemble_models.load_decoding_model(problem, hparams)

@@ -266,6 +266,28 @@ def test_decode_hparams_no_search_runs_with_are_a_one_line_error(reverse_run, tm
     assert not (tmp_path / "export").exists()
 
 
+@pytest.mark.parametrize("flag, message", [
+    ("--decode_hparams=beam_size=1,alignment_layer=0",
+     "decode hparam alignment_layer=0 applies only with return_alignments=true; add "
+     "return_alignments=true to --decode_hparams, or leave it out."),
+    ("--decode_hparams=beam_size=1,sampling_temp=0.5",
+     "decode hparam sampling_temp=0.5 applies only with sampling_method=random; add "
+     "sampling_method=random to --decode_hparams, or leave it out."),
+    ("--decode_reference={file}",
+     "--decode_reference needs --decode_from_file, the sources its lines are aligned with."),
+    ("--target_prefix_file={file}",
+     "--target_prefix_file needs --decode_from_file, the sources its lines are aligned with."),
+])
+def test_a_setting_the_search_would_ignore_is_a_one_line_error(reverse_run, tmp_path, flag,
+                                                               message):
+    """Decoding standard input, or without sampling or alignments, nothing reads them."""
+    lines = tmp_path / "lines.txt"
+    lines.write_text("1 2\n")
+    result = run_decoder(reverse_run, flag.format(file=lines), input="3 4\n")
+    assert result.returncode == 1 and error_lines(result.stderr) == [f"error: {message}"], (
+        result.stderr)
+
+
 def test_a_run_folder_that_does_not_exist_is_named_as_such(tmp_path):
     missing = tmp_path / "no_run"
     result = run_module("t2t_repro.decoder", f"--output_dir={missing}", input="1 2\n")

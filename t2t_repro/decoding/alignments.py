@@ -24,12 +24,15 @@ UNITS = ("piece", "word")
 WORD_START = "\u2581"  # SentencePiece's "▁": the piece begins a word
 
 
+# The decode hparams of alignments and their defaults: off.
+ALIGNMENT_DEFAULTS = {"return_alignments": False, "alignment_layer": -1, "alignment_heads": 0,
+                      "alignment_unit": "piece"}
+
+
 def add_alignment_hparams(decode_hparams):
     """The decode hparams of alignments, off by default."""
-    decode_hparams.add_hparam("return_alignments", False)
-    decode_hparams.add_hparam("alignment_layer", -1)
-    decode_hparams.add_hparam("alignment_heads", 0)
-    decode_hparams.add_hparam("alignment_unit", "piece")
+    for name, value in ALIGNMENT_DEFAULTS.items():
+        decode_hparams.add_hparam(name, value)
     return decode_hparams
 
 

@@ -2,11 +2,11 @@
 
 import numpy as np
 
-from t2t_repro.decoding.alignments import add_alignment_hparams
+from t2t_repro.decoding.alignments import ALIGNMENT_DEFAULTS, add_alignment_hparams
 from t2t_repro.decoding.sampling import create_sampler
 from t2t_repro.decoding.transformer_search import TransformerBeamSearch
 from t2t_repro.errors import ConfigurationError
-from t2t_repro.hparams import at_least, check_ranges
+from t2t_repro.hparams import HParamsError, at_least, check_ranges
 from t2t_repro.names import PAD_ID
 
 
@@ -24,7 +24,26 @@ def create_decode_hparams(problem, overrides=""):
         hparams.add_hparam(name, value)
     hparams.override_from_string(overrides or "", "decode hparam")
     check_ranges(hparams, SEARCH_RANGES, "decode hparam")
+    check_switched_on(hparams, "sampling_method=random", hparams.sampling_method != "argmax",
+                      SAMPLING_DEFAULTS)
     return hparams
+
+
+def check_switched_on(hparams, switch, on, defaults):
+    """HParamsError for hparams of `defaults` set away from their defaults while `switch` is
+    not `on`: a search would run as if they were not there."""
+    unused = [f"{name}={getattr(hparams, name)}" for name, default in defaults.items()
+              if not on and getattr(hparams, name) != default]
+    if unused:
+        raise HParamsError(f"decode hparam {', '.join(unused)} applies only with {switch}; "
+                           f"add {switch} to --decode_hparams, or leave it out.")
+
+
+def check_alignments_asked(hparams):
+    """HParamsError for alignment hparams set without return_alignments, where the decoder
+    writes no alignments (a CTranslate2 conversion reads them on their own)."""
+    check_switched_on(hparams, "return_alignments=true", hparams.return_alignments,
+                      ALIGNMENT_DEFAULTS)
 
 
 # The values a search runs with (`hparams.check_ranges`); the sampling ones are `Sampler`'s.

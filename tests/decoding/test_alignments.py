@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 
 from t2t_repro.decoding import alignments
+from t2t_repro.decoding.text_decoding import check_alignments_asked
 from t2t_repro.errors import ConfigurationError
-from t2t_repro.hparams import HParams
+from t2t_repro.hparams import HParams, HParamsError
 
 
 def test_a_word_starts_at_the_first_piece_and_at_each_piece_with_the_word_mark():
@@ -59,6 +60,18 @@ def test_settings_that_do_not_fit_the_model_are_errors(setting, named):
     with pytest.raises(ConfigurationError, match=named):
         alignments.check_alignment_hparams(decode_hparams, num_layers=2, num_heads=4)
     alignments.check_alignment_hparams(alignments.add_alignment_hparams(HParams()), 2, 4)
+
+
+@pytest.mark.parametrize("setting", ["alignment_layer=0", "alignment_heads=2,alignment_unit=word"])
+def test_alignment_settings_without_alignments_are_an_error_naming_them(setting):
+    """The decoder would write no alignments and ignore them."""
+    decode_hparams = alignments.add_alignment_hparams(HParams()).override_from_string(setting)
+    named = setting.replace(",", ", ")
+    with pytest.raises(HParamsError, match=f"^decode hparam {named} applies only with "
+                                           f"return_alignments=true; add "):
+        check_alignments_asked(decode_hparams)
+    decode_hparams.return_alignments = True
+    check_alignments_asked(decode_hparams)
 
 
 def test_every_beam_with_alignments_is_an_error_naming_the_fix():

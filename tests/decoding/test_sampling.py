@@ -159,6 +159,23 @@ def test_settings_it_cannot_run_are_errors_naming_them(overrides, message):
         create_sampler(create_decode_hparams(_ProblemWithDefaults(), overrides))
 
 
+@pytest.mark.parametrize("overrides, named", [
+    ("sampling_temp=0.5", "sampling_temp=0.5"),
+    ("beam_size=1,sampling_keep_top_k=5,sampling_keep_top_p=0.9",
+     "sampling_keep_top_k=5, sampling_keep_top_p=0.9"),
+])
+def test_a_sampling_setting_while_sampling_is_off_is_an_error(overrides, named):
+    """Not ignored: greedy or beam search would run as if it were not there."""
+    switch = "sampling_method=random"
+    with pytest.raises(HParamsError, match=f"^decode hparam {named} applies only with {switch}; "
+                                           f"add {switch} to --decode_hparams, or leave it out.$"):
+        create_decode_hparams(_ProblemWithDefaults(), overrides)
+    switched_on = create_decode_hparams(_ProblemWithDefaults(), f"{overrides},{switch}")
+    for setting in named.split(", "):  # each kept as given
+        name, value = setting.split("=")
+        assert str(getattr(switched_on, name)) == value
+
+
 class _ProblemWithDefaults:
     def default_decode_hparams(self):
         from t2t_repro.data.problem import Problem
