@@ -44,6 +44,18 @@ flags.DEFINE_enum("export_format", "saved_model", EXPORT_FORMATS,
 flags.DEFINE_integer("version", None,
                      "The version folder's number (default: the checkpoint's step).",
                      lower_bound=0)
+# The decode hparams each format reads (a SavedModel refuses return_alignments and sampling with
+# reasons of their own); another set in --decode_hparams is an error rather than ignored.
+FORMAT_DECODE_HPARAMS = {
+    "saved_model": ("beam_size", "alpha", "extra_length", "return_alignments", "sampling_method"),
+    "ctranslate2": ("alignment_layer", "alignment_heads"),
+}
+_UNREAD_DECODE_HPARAMS_NOTES = {
+    "saved_model": "beam_size, alpha and extra_length",
+    "ctranslate2": "alignment_layer and alignment_heads; CTranslate2 is given a search's "
+                   "settings when it translates",
+}
+
 flags.DEFINE_string("quantization", "float32",
                     "ctranslate2: the weight type, float32, int8, int8_float32, int16, float16 "
                     "or bfloat16.")
@@ -66,14 +78,27 @@ def check_format_flags():
                                  "--export_format=ctranslate2 --quantization=int8).")
 
 
-def export_saved_model(problem, hparams, checkpoint, model, target):
+def format_decode_hparams(problem):
+    """--decode_hparams, set only where --export_format reads them (ConfigurationError)."""
+    from t2t_repro.decoding.text_decoding import create_decode_hparams
+
+    decode_hparams = create_decode_hparams(problem, FLAGS.decode_hparams)
+    unread = [f"{name}={getattr(decode_hparams, name)}"
+              for name in decode_hparams.differences(create_decode_hparams(problem))
+              if name not in FORMAT_DECODE_HPARAMS[FLAGS.export_format]]
+    if unread:
+        raise ConfigurationError(
+            f"--export_format={FLAGS.export_format} does not read decode hparam "
+            f"{', '.join(unread)}: it reads {_UNREAD_DECODE_HPARAMS_NOTES[FLAGS.export_format]}.")
+    return decode_hparams
+
+
+def export_saved_model(problem, hparams, decode_hparams, checkpoint, model, target):
     import datetime
 
     from t2t_repro.decoding.precision import model_in_precision
-    from t2t_repro.decoding.text_decoding import create_decode_hparams
     from t2t_repro.serving.export import TextToTextModule, write_export
 
-    decode_hparams = create_decode_hparams(problem, FLAGS.decode_hparams)
     module = TextToTextModule(model_in_precision(model, FLAGS.decode_precision), problem,
                               decode_hparams, FLAGS.max_input_tokens)
     info = {
@@ -91,13 +116,11 @@ def export_saved_model(problem, hparams, checkpoint, model, target):
             f"in {FLAGS.decode_precision}")
 
 
-def export_ctranslate2(problem, hparams, checkpoint, model, target):
+def export_ctranslate2(problem, hparams, decode_hparams, checkpoint, model, target):
     from t2t_repro.decoding.alignments import check_alignment_hparams
-    from t2t_repro.decoding.text_decoding import create_decode_hparams
     from t2t_repro.serving.ctranslate2_model import write_ctranslate2_model
 
     # CTranslate2's return_attention: the decode hparams' alignment layer and heads.
-    decode_hparams = create_decode_hparams(problem, FLAGS.decode_hparams)
     check_alignment_hparams(decode_hparams, len(model.decoder_layers), hparams.num_heads)
     info = {"problem": problem.name, "checkpoint": os.path.abspath(checkpoint),
             "hparams": hparams.values()}
@@ -123,12 +146,14 @@ def export(target=None):
         output_paths.check_output_dir(export_dir, "--export_dir")
     problem = problem_flags.create_problem()
     problem.check_data()
+    decode_hparams = format_decode_hparams(problem)
     hparams = trained_run.resolve_hparams()
     checkpoint, model = trained_run.load_model(problem, hparams)
     if target is None:
         version = FLAGS.version if FLAGS.version is not None else export_version(checkpoint)
         target = os.path.join(export_dir, str(version))
-    settings = EXPORTERS[FLAGS.export_format](problem, hparams, checkpoint, model, target)
+    settings = EXPORTERS[FLAGS.export_format](problem, hparams, decode_hparams, checkpoint,
+                                              model, target)
     print(f"Exported {checkpoint} as {FLAGS.export_format} ({settings}): {target}",
           file=sys.stderr)
 

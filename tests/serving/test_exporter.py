@@ -295,6 +295,26 @@ def test_a_flag_of_the_other_format_is_an_error(ende, tmp_path, flag, other_form
     assert not (tmp_path / "export").exists()
 
 
+@pytest.mark.parametrize("export_format, overrides, message", [
+    ("ctranslate2", "beam_size=8,alpha=1.0",
+     "--export_format=ctranslate2 does not read decode hparam alpha=1.0, beam_size=8: it reads "
+     "alignment_layer and alignment_heads; CTranslate2 is given a search's settings when it "
+     "translates."),
+    ("saved_model", "alignment_layer=0,return_alignments=true,batch_size=8",
+     "--export_format=saved_model does not read decode hparam alignment_layer=0, batch_size=8: "
+     "it reads beam_size, alpha and extra_length."),
+])
+def test_a_decode_hparam_the_format_does_not_read_is_an_error(ende, tmp_path, export_format,
+                                                              overrides, message):
+    """Not ignored: a user setting beam_size=8 for CTranslate2 would get nothing of it."""
+    refused = run_module("t2t_repro.exporter", f"--output_dir={ende['run']}",
+                         f"--export_format={export_format}", f"--decode_hparams={overrides}",
+                         f"--export_dir={tmp_path / 'export'}")
+    assert refused.returncode == 1 and "Traceback" not in refused.stderr
+    assert refused.stderr.strip().splitlines()[-1] == f"error: {message}"
+    assert not (tmp_path / "export").exists()
+
+
 @pytest.mark.parametrize("overrides, named", [
     ("return_alignments=true", "decode hparam return_alignments applies to t2t_repro.decoder"),
     ("beam_size=1,sampling_method=random", "sampling_method=random is the decoder's only"),
