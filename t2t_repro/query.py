@@ -25,6 +25,7 @@ from absl import flags
 from t2t_repro.cli import entry_point, run_flags  # noqa: F401 (run_flags: --model_name)
 from t2t_repro.cli.entry_point import FlagAlias, apply_flag_aliases, check_usage
 from t2t_repro.errors import ConfigurationError
+from t2t_repro.names import SCORE_SIGNATURE
 from t2t_repro.serving.client import (BEST_SIGNATURE, QueryError, answers_in_batches,
                                       check_server, predict, score)
 from t2t_repro.utils.text_lines import (TextLinesError, beams_line, iter_lines, open_flagged,
@@ -94,6 +95,9 @@ def main(argv):
     if FLAGS.score and FLAGS["signature_name"].present:
         raise ConfigurationError("--score sends every line to the score signature; give no "
                                  "--signature_name with it.")
+    if FLAGS.signature_name == SCORE_SIGNATURE and not FLAGS.score:
+        raise ConfigurationError(f"--signature_name={SCORE_SIGNATURE} takes lines "
+                                 f"source<TAB>target; give --score instead, which sends them.")
     check_server(FLAGS.server)
     if FLAGS.inputs_file:
         with open_flagged(FLAGS.inputs_file, "--inputs_file") as binary:

@@ -110,6 +110,20 @@ def test_a_server_that_is_no_http_address_is_a_one_line_error(server):
         f"--server=http://127.0.0.1:8501.")
 
 
+@pytest.mark.parametrize("flags, message", [
+    (["--score", "--signature_name=beams"],
+     "--score sends every line to the score signature; give no --signature_name with it."),
+    (["--signature_name=score"],
+     "--signature_name=score takes lines source<TAB>target; give --score instead, which sends "
+     "them."),
+])
+def test_a_signature_given_other_than_through_score_is_a_one_line_error(flags, message):
+    """Before any server is asked (there is none at this address)."""
+    result = run_module("t2t_repro.query", "--server=http://127.0.0.1:9", *flags,
+                        input="hello\tHallo\n")
+    assert result.returncode == 1 and result.stderr.strip() == f"error: {message}", result.stderr
+
+
 def test_an_inputs_file_that_cannot_be_read_is_a_one_line_error_naming_it(tmp_path):
     missing = tmp_path / "absent.txt"
     result = run_module("t2t_repro.query", f"--inputs_file={missing}")
