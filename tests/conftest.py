@@ -114,16 +114,17 @@ def _collect_after_each_file():
 HANG_GUARD_S = 1200
 
 
-def run_module_in_subprocess(module, *args, timeout=HANG_GUARD_S, input=None):
+def run_module_in_subprocess(module, *args, timeout=HANG_GUARD_S, input=None, **environment):
     """Runs `python -m <module> args...` in a new process, exactly as a user would (`input`:
-    text on its stdin); returns the CompletedProcess. Each costs a TensorFlow import: keep it
-    for what needs a process of its own (the start-up path, kills, another Keras backend)."""
+    text on its stdin; `environment`: variables set for it); returns the CompletedProcess. Each
+    costs a TensorFlow import: keep it for what needs a process of its own (the start-up path,
+    kills, another Keras backend)."""
     return subprocess.run(
         [sys.executable, "-m", module, *args],
         input=input,
         capture_output=True,
         text=True,
-        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"),
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", **environment),
         timeout=timeout,
     )
 

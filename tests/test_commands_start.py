@@ -4,9 +4,13 @@ error handler to a one-line usage error, with no traceback and no TensorFlow sta
 serve and bench have further subprocess tests of their own.) Last, what `entry_point.run` does
 before a command's main."""
 
+import json
+
 import pytest
 
 from conftest import run_module_in_subprocess
+from t2t_repro.tables import parameter_counts
+from test_paper import base_formula
 
 
 @pytest.mark.parametrize("command, missing", [
@@ -27,6 +31,23 @@ def test_query_with_a_positional_argument_is_a_one_line_error():
     assert result.returncode == 1
     assert result.stderr == ("error: unexpected arguments ['hello']; flags look like "
                              "--name=value.\n")
+
+
+def test_a_tensorflow_command_runs_keras_on_tensorflow_whatever_backend_is_set(tmp_path):
+    """KERAS_BACKEND=jax, as set for the trainer: Keras, loaded by TensorFlow's import, would
+    start on JAX half-way and the command fail at its first layer (here, Table 3's models); it
+    runs on TensorFlow and says so, whether the variable or keras.json names the backend."""
+    (tmp_path / "keras.json").write_text('{"backend": "jax"}')
+    command = ["t2t_repro.paper", "table3", "--format", "json", "--rows", "transformer_base"]
+    # An empty KERAS_BACKEND counts as unset, for Keras as here.
+    for environment in ({"KERAS_BACKEND": "jax"},
+                        {"KERAS_BACKEND": "", "KERAS_HOME": str(tmp_path)}):
+        result = run_module_in_subprocess(*command, **environment)
+        assert result.returncode == 0, result.stderr
+        assert result.stderr == ("note: Keras's backend jax is for the trainer; this command "
+                                 "runs Keras on TensorFlow.\n")
+        [row] = json.loads(result.stdout)["rows"]
+        assert row["params"] == base_formula(parameter_counts.DEFAULT_VOCAB_SIZE)
 
 
 def test_a_command_runs_with_what_its_imports_made_frozen(monkeypatch):

@@ -30,6 +30,7 @@ import os
 import re
 import sys
 
+from t2t_repro.utils import backend
 from t2t_repro.utils.stderr_lines import stderr_filtered, without_lines
 
 _ABSL_PREAMBLE = re.compile(
@@ -89,6 +90,20 @@ def collection_paused_then_frozen():
             gc.enable()
 
 
+def keras_on_tensorflow():
+    """Has Keras, not imported yet, start on TensorFlow when another backend is named
+    (KERAS_BACKEND or keras.json, as set for the trainer on JAX), saying so on stderr: a
+    command that calls `import_tensorflow` runs on TensorFlow only, and TensorFlow's import
+    loads Keras, which would start that backend half-way (without JAX, kept out above) and
+    fail at the first layer."""
+    name = backend.keras_backend_name()
+    if name == "tensorflow" or "keras" in sys.modules:
+        return
+    os.environ["KERAS_BACKEND"] = "tensorflow"
+    print(f"note: Keras's backend {name} is for the trainer; this command runs Keras on "
+          f"TensorFlow.", file=sys.stderr)
+
+
 def import_tensorflow():
     """Imports TensorFlow with oneDNN on (unless TF_ENABLE_ONEDNN_OPTS says otherwise) and
     enumerates its devices (where cuInit is called) quietly. Garbage collection is paused for
@@ -97,6 +112,7 @@ def import_tensorflow():
     # CPU-feature and oneDNN notices are INFO lines that this level does stop.
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
+    keras_on_tensorflow()
     first_import = "tensorflow" not in sys.modules
     with (startup_noise_filtered(), unimportable(*OPTIONAL_IMPORTS_NO_COMMAND_USES),
           collection_paused_then_frozen() if first_import else contextlib.nullcontext()):
