@@ -4,6 +4,7 @@ a user's mistake reported as one line."""
 
 import functools
 import gc
+import io
 import sys
 from typing import Callable, NamedTuple
 
@@ -40,8 +41,14 @@ def run(main):
     alive as long as the process) is first frozen out of the garbage collector's full passes,
     which would otherwise walk it again and again while the first graphs are traced: a short
     decode takes about a quarter less time, a tiny training run a tenth (docs/performance.md,
-    "Start-up")."""
+    "Start-up").
+
+    Standard output is written in UTF-8, as every command reads text, whatever the locale's
+    encoding: in an ASCII or Latin-1 locale a translation would otherwise stop the command
+    with a UnicodeEncodeError at its first character outside that encoding."""
     gc.freeze()
+    if isinstance(sys.stdout, io.TextIOWrapper) and sys.stdout.encoding != "utf-8":
+        sys.stdout.reconfigure(encoding="utf-8")
     app.run(report_user_errors(main))
 
 

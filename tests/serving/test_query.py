@@ -6,7 +6,7 @@ import socket
 
 import pytest
 
-from conftest import output_lines, run_module
+from conftest import output_lines, run_module, run_module_in_subprocess
 from t2t_repro.serving.client import ServerError, predict
 from t2t_repro.serving.local_server import LocalServer
 from toy_export import MAX_INPUT_BYTES, expected_translation, write_toy_export
@@ -82,6 +82,16 @@ def test_beams_are_printed_with_their_scores_tab_separated(server):
     assert output_lines(result.stdout) == [
         f"{line.upper()}\t{-len(line):.4f}\t{line.lower()}\t{-len(line) - 1:.4f}"
         for line in lines]
+
+
+def test_translations_are_written_in_utf8_whatever_the_locales_encoding(server):
+    """As the command reads its lines: an ASCII locale does not stop it at the first ä."""
+    lines = ["Grüße aus Köln", "plain ascii"]
+    result = run_module_in_subprocess("t2t_repro.query", f"--server={server.url}",
+                                      input="".join(line + "\n" for line in lines),
+                                      PYTHONIOENCODING="ascii")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == translations(lines)
 
 
 def test_an_unknown_model_is_the_servers_error(server):
