@@ -86,11 +86,14 @@ def _unknown_hparam_message(key, names, kind="hparam"):
     hparams come from a set a user may extend (`add_hparam`); data and decode hparams are
     the problem's and the search's own."""
     names = sorted(names)
-    # get_close_matches rejects n=0, which an empty HParams would pass.
-    closest = difflib.get_close_matches(key, names, n=len(names), cutoff=0.0) if names else []
-    listed = ", ".join(closest) if closest else "(none)"
-    message = f"Unknown {kind} '{key}'. Valid {kind}s (closest first): {listed}."
-    if kind != "hparam":
+    extend = kind == "hparam"
+    if names:
+        closest = difflib.get_close_matches(key, names, n=len(names), cutoff=0.0)
+        message = f"Unknown {kind} '{key}'. Valid {kind}s (closest first): {', '.join(closest)}."
+    else:
+        message = (f"Unknown {kind} '{key}': there are no {kind}s to set here"
+                   f"{'.' if extend else '; leave it out.'}")
+    if not extend:
         return message
     return (f"{message} Fix the name, or define the hparam in its set with "
             f"add_hparam(name, value) first: overrides and set_hparam only change existing "
