@@ -137,6 +137,13 @@ class DecodeEvaluation:
     def __init__(self, problem, decode_hparams, num_examples):
         from t2t_repro.data.problem import EVAL
 
+        written = [name for name in ("return_beams", "return_alignments")
+                   if getattr(decode_hparams, name)]
+        if written:
+            raise HParamsError(
+                f"decode hparam {' and '.join(written)} shapes the decoder's output lines; an "
+                f"evaluation scores each example's best decode: leave it out of the trainer's "
+                f"--decode_hparams.")
         self.problem = problem
         self.decode_hparams = decode_hparams
         pairs = problem.first_examples(EVAL, num_examples)

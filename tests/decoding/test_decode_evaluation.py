@@ -10,6 +10,7 @@ from t2t_repro import registry
 from t2t_repro.data.problem import EVAL
 from t2t_repro.decoding import text_decoding
 from t2t_repro.decoding.beam_search import BeamSearchOutput
+from t2t_repro.hparams import HParamsError
 from t2t_repro.names import EOS_ID, PAD_ID
 
 
@@ -56,6 +57,21 @@ def test_minus_one_reads_the_whole_eval_set_in_order():
     assert len(evaluation.input_texts) == len(sequences) > 7
     assert evaluation.input_texts[:3] == [" ".join(map(str, s)) for s in sequences[:3]]
     assert evaluation.target_texts[0] == " ".join(map(str, sequences[0][::-1]))
+
+
+@pytest.mark.parametrize("overrides, named", [
+    ("return_beams=true", "return_beams"),
+    ("return_alignments=true", "return_alignments"),
+    ("return_beams=true,return_alignments=true", "return_beams and return_alignments"),
+])
+def test_output_line_settings_are_an_error_rather_than_ignored(overrides, named):
+    """The trainer's --decode_hparams reach here: an evaluation writes no beams or alignments."""
+    problem = registry.problems["algorithmic_reverse"]()
+    decode_hparams = text_decoding.create_decode_hparams(problem, overrides)
+    with pytest.raises(HParamsError, match=f"^decode hparam {named} shapes the decoder's output "
+                                           f"lines; an evaluation scores each example's best "
+                                           f"decode: leave it out of the trainer's "):
+        text_decoding.DecodeEvaluation(problem, decode_hparams, 3)
 
 
 def test_a_count_reads_the_first_examples():
