@@ -137,11 +137,12 @@ class DecodeEvaluation:
     def __init__(self, problem, decode_hparams, num_examples):
         from t2t_repro.data.problem import EVAL
 
-        written = [name for name in ("return_beams", "return_alignments")
-                   if getattr(decode_hparams, name)]
+        written = [f"{name}={getattr(decode_hparams, name)}"
+                   for name, default in {"return_beams": False, **ALIGNMENT_DEFAULTS}.items()
+                   if getattr(decode_hparams, name) != default]
         if written:
             raise HParamsError(
-                f"decode hparam {' and '.join(written)} shapes the decoder's output lines; an "
+                f"decode hparam {', '.join(written)} shapes the decoder's output lines; an "
                 f"evaluation scores each example's best decode: leave it out of the trainer's "
                 f"--decode_hparams.")
         self.problem = problem
