@@ -44,21 +44,21 @@ flags.DEFINE_enum("export_format", "saved_model", EXPORT_FORMATS,
 flags.DEFINE_integer("version", None,
                      "The version folder's number (default: the checkpoint's step).",
                      lower_bound=0)
+flags.DEFINE_string("quantization", "float32",
+                    "ctranslate2: the weight type, float32, int8, int8_float32, int16, float16 "
+                    "or bfloat16.")
+
 # The decode hparams each format reads (a SavedModel refuses return_alignments and sampling with
 # reasons of their own); another set in --decode_hparams is an error rather than ignored.
 FORMAT_DECODE_HPARAMS = {
     "saved_model": ("beam_size", "alpha", "extra_length", "return_alignments", "sampling_method"),
     "ctranslate2": ("alignment_layer", "alignment_heads"),
 }
-_UNREAD_DECODE_HPARAMS_NOTES = {
+_WHAT_EACH_FORMAT_READS = {
     "saved_model": "beam_size, alpha and extra_length",
     "ctranslate2": "alignment_layer and alignment_heads; CTranslate2 is given a search's "
                    "settings when it translates",
 }
-
-flags.DEFINE_string("quantization", "float32",
-                    "ctranslate2: the weight type, float32, int8, int8_float32, int16, float16 "
-                    "or bfloat16.")
 
 
 def check_format_flags():
@@ -89,7 +89,7 @@ def format_decode_hparams(problem):
     if unread:
         raise ConfigurationError(
             f"--export_format={FLAGS.export_format} does not read decode hparam "
-            f"{', '.join(unread)}: it reads {_UNREAD_DECODE_HPARAMS_NOTES[FLAGS.export_format]}.")
+            f"{', '.join(unread)}: it reads {_WHAT_EACH_FORMAT_READS[FLAGS.export_format]}.")
     return decode_hparams
 
 
