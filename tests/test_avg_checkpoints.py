@@ -145,6 +145,32 @@ def test_avg_dir_may_not_be_the_run_itself(trained_run):
     assert digests(trained_run) == before
 
 
+def test_avg_dir_may_not_hold_another_runs_files(trained_run, tmp_path):
+    """Its hparams.json and flags.txt, or a checkpoint of the same step, would be replaced; an
+    earlier average of this run is written over (the default folder's second average)."""
+    other_run = tmp_path / "other_run"
+    other_run.mkdir()
+    for name in ("hparams.json", "flags.txt", "ckpt-6.weights.h5"):
+        (other_run / name).write_text(f"the other run's {name}")
+    bare = tmp_path / "bare_checkpoints"
+    bare.mkdir()
+    (bare / "ckpt-6.weights.h5").write_text("someone's checkpoint")
+    for folder, held in ((other_run, "hparams.json, flags.txt, ckpt-6.weights.h5"),
+                         (bare, "ckpt-6.weights.h5")):
+        before = digests(folder)
+        result = average(f"--output_dir={trained_run}", f"--avg_dir={folder}")
+        assert result.returncode == 1
+        assert result.stderr.strip() == (
+            f"error: --avg_dir={folder} holds files of another run ({held}), which the average "
+            f"would replace; name a new folder, or an earlier average of {trained_run}.")
+        assert digests(folder) == before
+    again = tmp_path / "again"
+    for n in (3, 2):
+        result = average(f"--output_dir={trained_run}", f"--avg_dir={again}", f"--n={n}")
+        assert result.returncode == 0, result.stderr
+    assert json.loads((again / "averaged.json").read_text())["steps"] == [4, 6]
+
+
 def test_averages_the_n_checkpoints_ending_at_checkpoint_path_such_as_best(trained_run,
                                                                            tmp_path):
     """--checkpoint_path names a folder holding step 4's checkpoint, as a run's best/ does:

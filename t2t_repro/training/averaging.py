@@ -19,7 +19,7 @@ import ml_dtypes
 import numpy as np
 
 from t2t_repro.errors import ConfigurationError, UserError
-from t2t_repro.names import AVERAGED_MARKER
+from t2t_repro.names import AVERAGED_MARKER, FLAGS_FILENAME, HPARAMS_FILENAME
 from t2t_repro.training import run_records
 from t2t_repro.utils.atomic_files import atomic_path, write_text_atomically
 
@@ -130,6 +130,7 @@ def average_run(output_dir, avg_dir, n, last=None, print_fn=print):
                                  "replace the run's newest checkpoint.")
     if not os.path.isdir(output_dir):
         raise ConfigurationError(f"--output_dir {output_dir} does not exist.")
+    _check_average_folder(avg_dir, output_dir)
     found = checkpoints.list_checkpoints(output_dir)
     if last is not None:
         found = _ending_at(found, last)
@@ -148,6 +149,24 @@ def average_run(output_dir, avg_dir, n, last=None, print_fn=print):
     print_fn(f"Averaged {len(chosen)} checkpoint(s) of {output_dir}, steps "
              f"{', '.join(map(str, steps))}, into {path}.")
     return path
+
+
+def _check_average_folder(avg_dir, output_dir):
+    """ConfigurationError when `avg_dir` holds another run's files (a run record or
+    checkpoints), which averaging would replace; an earlier average of `output_dir`'s run
+    (its averaged.json says so) is written over, as a new average should be."""
+    from t2t_repro.training import checkpoints
+
+    held = [name for name in (HPARAMS_FILENAME, FLAGS_FILENAME) if
+            os.path.exists(os.path.join(avg_dir, name))]
+    held += [os.path.basename(path) for _, path in checkpoints.list_checkpoints(avg_dir)]
+    averaged_from = checkpoints.averaged_from(avg_dir)
+    if not held or (averaged_from is not None and
+                    os.path.realpath(averaged_from) == os.path.realpath(output_dir)):
+        return
+    raise ConfigurationError(
+        f"--avg_dir={avg_dir} holds files of another run ({', '.join(held)}), which the "
+        f"average would replace; name a new folder, or an earlier average of {output_dir}.")
 
 
 def _ending_at(found, last):
