@@ -21,6 +21,7 @@ from t2t_repro.utils.stderr_lines import (
     lines_dropped)
 
 EXPORT_HINT = "export one with `python -m t2t_repro.exporter --output_dir=RUN` first"
+SAVED_MODEL_FILE = "saved_model.pb"
 
 # What TensorFlow wraps a model's own error text in: a heading, where the failing node was
 # defined (a traceback, or a line saying there is none), and the node and function names.
@@ -51,18 +52,34 @@ def export_versions(export_dir):
         raise ExportNotFoundError(f"{export_dir} is not a folder; {EXPORT_HINT}.")
     versions = [int(name) for name in os.listdir(export_dir)
                 if re.fullmatch(r"[0-9]+", name) and os.path.isdir(os.path.join(export_dir, name))]
+    if not versions and os.path.exists(os.path.join(export_dir, SAVED_MODEL_FILE)):
+        parent = os.path.dirname(os.path.abspath(export_dir))
+        raise ExportNotFoundError(
+            f"{export_dir} is one version of an export (it holds {SAVED_MODEL_FILE}); give the "
+            f"folder of the versions, --export_dir={parent}.")
     if not versions:
         raise ExportNotFoundError(
-            f"{export_dir} holds no version (a folder <version>/saved_model.pb, the version an "
-            f"integer); {EXPORT_HINT}.")
+            f"{export_dir} holds no version (a folder <version>/{SAVED_MODEL_FILE}, the version "
+            f"an integer); {EXPORT_HINT}.")
     return sorted(versions, reverse=True)
+
+
+def check_saved_model(version_dir):
+    """ExportNotFoundError when `version_dir` holds no SavedModel, naming what it holds
+    instead where that is a CTranslate2 model (the other export format)."""
+    if os.path.exists(os.path.join(version_dir, SAVED_MODEL_FILE)):
+        return
+    found = ("a CTranslate2 model (model.bin), which CTranslate2 serves"
+             if os.path.exists(os.path.join(version_dir, "model.bin")) else "no SavedModel")
+    raise ExportNotFoundError(f"{version_dir}, the newest version, holds {found}; {EXPORT_HINT} "
+                              f"(--export_format=saved_model, the default).")
 
 
 def read_signature_defs(version_dir):
     """The SignatureDefMap of the SavedModel in `version_dir` as TF Serving's metadata writes
     it: proto field names, default values included, int64 as strings."""
     saved_model = saved_model_pb2.SavedModel()
-    with open(os.path.join(version_dir, "saved_model.pb"), "rb") as f:
+    with open(os.path.join(version_dir, SAVED_MODEL_FILE), "rb") as f:
         saved_model.ParseFromString(f.read())
     signatures = saved_model.meta_graphs[0].signature_def
     return {name: json_format.MessageToDict(signature, preserving_proto_field_name=True,
@@ -133,6 +150,7 @@ def load_latest(export_dir, model_name):
 
     version = export_versions(export_dir)[0]
     version_dir = os.path.join(export_dir, str(version))
+    check_saved_model(version_dir)
     with (lines_dropped(SENTENCEPIECE_IDENTITY_NORMALIZATION),
           absl_log_dropped(UNSAVED_CUSTOM_GRADIENTS)):
         signatures = dict(tf.saved_model.load(version_dir).signatures)

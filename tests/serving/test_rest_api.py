@@ -420,6 +420,26 @@ def test_no_version_to_serve_says_how_to_export(tmp_path):
             model_store.load_latest(str(export_dir), "default")
 
 
+def test_a_version_folder_or_a_ctranslate2_export_is_named_as_such(tmp_path):
+    """The two folders a user may take for an export: one of its versions, and the exporter's
+    other format. Each error says what the folder is and what to give instead."""
+    version = tmp_path / "export" / "400"
+    version.mkdir(parents=True)
+    (version / "saved_model.pb").write_bytes(b"")
+    with pytest.raises(model_store.ExportNotFoundError) as error:
+        model_store.load_latest(str(version), "default")
+    assert str(error.value) == (f"{version} is one version of an export (it holds "
+                                f"saved_model.pb); give the folder of the versions, "
+                                f"--export_dir={tmp_path / 'export'}.")
+    converted = tmp_path / "ctranslate2" / "400"
+    converted.mkdir(parents=True)
+    (converted / "model.bin").write_bytes(b"")
+    with pytest.raises(model_store.ExportNotFoundError) as error:
+        model_store.load_latest(str(tmp_path / "ctranslate2"), "default")
+    assert str(error.value).startswith(f"{converted}, the newest version, holds a CTranslate2 "
+                                       f"model (model.bin), which CTranslate2 serves; export one")
+
+
 def read_lines_into(stream, lines):
     """Puts each line of `stream` on the queue `lines`, then None at its end."""
     for line in stream:
