@@ -20,8 +20,8 @@ FLAGS = flags.FLAGS
 flags.DEFINE_string("translation", None, "The system's translations, detokenized, one per line.")
 flags.DEFINE_string("reference", None, "The reference translations, detokenized, one per line.")
 flags.DEFINE_string("language", "de",
-                    "Target language for the Moses tokenizer of the tokenized BLEU (-l of "
-                    "tokenizer.perl).")
+                    "Target language: -l of tokenizer.perl for the tokenized BLEU, and sacreBLEU's "
+                    "tokenizer for it (zh, ja-mecab, ko-mecab; 13a for the others).")
 
 
 def main(argv):

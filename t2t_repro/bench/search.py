@@ -136,7 +136,8 @@ def main(argv):
                     scored - np.array([score for _, score in best])))))
                 errors = search_error_count(scored, np.where(
                     greedy_finished, objectives(greedy_scored, alpha), -np.inf))
-            bleu = sacre_bleu([problem.decode(ids) for ids in hypotheses], references)
+            bleu = sacre_bleu([problem.decode(ids) for ids in hypotheses], references,
+                              problem.target_language)
             lengths = [len(ids) for ids in hypotheses]
             rows.append((beam_size, alpha, bleu.score, bleu.bp, bleu.sys_len / bleu.ref_len,
                          float(np.mean(lengths)), errors))

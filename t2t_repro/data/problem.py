@@ -165,6 +165,10 @@ class Problem:
         exact = sum(output == target for output, target in zip(outputs, targets))
         return {"exact_match": exact / max(len(outputs), 1)}
 
+    def check_decode_metrics(self):
+        """Raises a UserError when `decode_metrics` cannot be computed here (a package they
+        need is missing), so that it is said before any decoding; these always can."""
+
     def decode_report(self, inputs, outputs, targets):
         """Printable lines scoring decoded text against references (the decoder prints them)."""
         metrics = self.decode_metrics(inputs, outputs, targets)

@@ -20,7 +20,8 @@ from t2t_repro.data.raw_text import (
     RawDataError,
 )
 from t2t_repro.data.text_problem import PairSources, TextPairProblem
-from t2t_repro.metrics.bleu import bleu_report, sacre_bleu, tokenized_bleu, tokenized_bleu_name
+from t2t_repro.metrics.bleu import (bleu_report, sacre_bleu, sacre_bleu_signature, tokenized_bleu,
+                                     tokenized_bleu_name)
 
 
 # tensorflow-datasets' wmt14_translate splits: validation is newstest2013 (for these pairs).
@@ -158,11 +159,14 @@ class TranslateProblem(TextPairProblem):
         paper's compound-split one for German (`bleu_tokenized_compound_split`), without the
         German split for other languages (`bleu_tokenized`)."""
         return {
-            "bleu": sacre_bleu(outputs, targets).score,
+            "bleu": sacre_bleu(outputs, targets, self.target_language).score,
             tokenized_bleu_name(self.target_language): tokenized_bleu(
                 outputs, targets, self.target_language
             ).score,
         }
+
+    def check_decode_metrics(self):
+        sacre_bleu_signature(self.target_language)  # sacreBLEU's tokenizer for the language
 
     def decode_report(self, inputs, outputs, targets):
         return bleu_report(outputs, targets, self.target_language)

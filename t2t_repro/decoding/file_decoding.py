@@ -96,6 +96,7 @@ def read_sources(problem, source_path, reference_path=None):
     """(source lines, their encodings, the reference lines or None), read and checked before
     a model is loaded: the references must be aligned with the sources line by line."""
     if reference_path:
+        problem.check_decode_metrics()
         sources, references = read_aligned_lines(source_path, "--decode_from_file",
                                                  reference_path, "--decode_reference")
     else:

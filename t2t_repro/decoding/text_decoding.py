@@ -145,6 +145,7 @@ class DecodeEvaluation:
                 f"decode hparam {', '.join(written)} shapes the decoder's output lines; an "
                 f"evaluation scores each example's best decode: leave it out of the trainer's "
                 f"--decode_hparams.")
+        problem.check_decode_metrics()
         self.problem = problem
         self.decode_hparams = decode_hparams
         pairs = problem.first_examples(EVAL, num_examples)

@@ -18,6 +18,7 @@ import re
 import sacrebleu
 from sacrebleu.metrics.bleu import BLEUScore
 
+from t2t_repro.errors import ConfigurationError
 from t2t_repro.metrics.moses_tokenizer import moses_tokenize
 
 __all__ = ["bleu_report", "compound_split_bleu", "moses_tokenize", "multi_bleu",
@@ -43,18 +44,30 @@ def _check_lines(hypotheses, references):
         raise ValueError("No hypotheses and no references: there is nothing to score.")
 
 
-def sacre_bleu(hypotheses, references):
+def sacre_bleu(hypotheses, references, language=""):
     """Corpus BLEU of detokenized `hypotheses` against one reference line each, with sacreBLEU's
-    defaults (13a tokenizer, mixed case, exp smoothing): the figure comparable across papers."""
+    defaults for a `language` target, as `sacrebleu -l <source>-<language>` scores: mixed case,
+    exp smoothing, and the tokenizer sacreBLEU picks for the language (zh for Chinese, ja-mecab
+    and ko-mecab for Japanese and Korean, 13a for the others): the figure comparable across
+    papers."""
     _check_lines(hypotheses, references)
-    return sacrebleu.BLEU().corpus_score(list(hypotheses), [list(references)])
+    return _sacre_bleu_metric(language).corpus_score(list(hypotheses), [list(references)])
 
 
-def sacre_bleu_signature():
-    """The sacreBLEU signature of `sacre_bleu`'s scores, e.g.
+def sacre_bleu_signature(language=""):
+    """The sacreBLEU signature of `sacre_bleu`'s scores for a `language` target, e.g.
     `nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:2.6.0`."""
     # sacreBLEU reads the reference count, part of the signature, off the references it is given.
-    return str(sacrebleu.BLEU(references=[[""]]).get_signature())
+    return str(_sacre_bleu_metric(language, references=[[""]]).get_signature())
+
+
+def _sacre_bleu_metric(language, **options):
+    try:
+        return sacrebleu.BLEU(trg_lang=language, **options)
+    except RuntimeError:  # sacreBLEU's Japanese and Korean tokenizers are extras
+        raise ConfigurationError(
+            f"sacreBLEU tokenizes {language} text with a package of its extras, not installed "
+            f"here: pip install 'sacrebleu[{language}]'.") from None
 
 
 def split_compounds(tokenized_line):
@@ -145,12 +158,13 @@ def tokenized_bleu_name(language):
 def bleu_report(hypotheses, references, language="de"):
     """Printable lines: sacreBLEU with its signature, then the tokenized BLEU of a `language`
     target as multi-bleu.perl prints it, labelled so that the two are not confused."""
-    sacre = sacre_bleu(hypotheses, references)
+    sacre = sacre_bleu(hypotheses, references, language)
     tokenized = tokenized_bleu(hypotheses, references, language)
     compound_split = " + compound split" if language == "de" else ""
     steps = f"Moses tokenizer.perl -l {language}{compound_split}"
     return [
-        f"sacreBLEU (detokenized text): {sacre.format(signature=sacre_bleu_signature())}",
+        f"sacreBLEU (detokenized text): "
+        f"{sacre.format(signature=sacre_bleu_signature(language))}",
         f"tokenized BLEU ({steps}, multi-bleu.perl; the paper's measure, not comparable to "
         f"sacreBLEU): {multi_bleu_line(tokenized)}",
     ]

@@ -2,14 +2,17 @@
 them, with an oracle search standing in for the model so the expected scores are known; and
 that a model training in mixed precision decodes in float32, as the decoder does."""
 
+import importlib.util
+
 import keras
 import numpy as np
 import pytest
 
 from t2t_repro import registry
 from t2t_repro.data.problem import EVAL
-from t2t_repro.decoding import text_decoding
+from t2t_repro.decoding import file_decoding, text_decoding
 from t2t_repro.decoding.beam_search import BeamSearchOutput
+from t2t_repro.errors import ConfigurationError
 from t2t_repro.hparams import HParamsError
 from t2t_repro.names import EOS_ID, PAD_ID
 
@@ -72,6 +75,21 @@ def test_output_line_settings_are_an_error_rather_than_ignored(overrides, named)
                                            f"lines; an evaluation scores each example's best "
                                            f"decode: leave it out of the trainer's "):
         text_decoding.DecodeEvaluation(problem, decode_hparams, 3)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("MeCab") is not None,
+                    reason="sacreBLEU's Japanese tokenizer is installed here")
+def test_a_bleu_that_cannot_be_computed_here_is_an_error_before_any_decoding(tmp_path):
+    """A Japanese target's sacreBLEU needs sacreBLEU's ja extra: said when the evaluation (or
+    the decoder's --decode_reference) is set up, not after the decoding (the folder holds no
+    data and the files do not exist: neither is read)."""
+    problem = registry.problems["translate_ende"](data_dir=str(tmp_path))
+    problem.target_language = "ja"
+    message = r"pip install 'sacrebleu\[ja\]'"
+    with pytest.raises(ConfigurationError, match=message):
+        text_decoding.DecodeEvaluation(problem, text_decoding.create_decode_hparams(problem), 3)
+    with pytest.raises(ConfigurationError, match=message):
+        file_decoding.read_sources(problem, str(tmp_path / "in.en"), str(tmp_path / "ref.ja"))
 
 
 def test_a_count_reads_the_first_examples():

@@ -2,6 +2,7 @@
 against a hand-worked case and the Perl pipeline it stands in for."""
 
 import csv
+import importlib.util
 import json
 import math
 import os
@@ -10,7 +11,9 @@ import shutil
 import subprocess
 
 import pytest
+import sacrebleu
 
+from t2t_repro.errors import ConfigurationError
 from t2t_repro.metrics import bleu
 
 WMT17_SYSTEMS = 16
@@ -172,6 +175,30 @@ def test_line_count_mismatch_is_an_error(function):
         function(["a", "b"], ["a"])
     with pytest.raises(ValueError, match="nothing to score"):
         function([], [])
+
+
+def test_sacre_bleu_tokenizes_as_sacrebleu_does_for_the_target_language():
+    """Chinese is unsegmented: sacreBLEU's `-l xx-zh` scores it with its zh tokenizer (a token
+    per Chinese character), which 13a's whitespace-and-punctuation rules would leave as one
+    token a sentence."""
+    hypotheses = ["我喜欢猫和狗。", "今天天气很好。"]
+    references = ["我喜欢狗和猫。", "今天的天气很好。"]
+    ours = bleu.sacre_bleu(hypotheses, references, "zh")
+    theirs = sacrebleu.corpus_bleu(hypotheses, [references], tokenize="zh")
+    assert (ours.score, ours.counts, ours.totals) == (theirs.score, theirs.counts, theirs.totals)
+    assert ours.score != bleu.sacre_bleu(hypotheses, references, "de").score
+    assert "|tok:zh|" in bleu.sacre_bleu_signature("zh")
+    assert "|tok:zh|" in bleu.bleu_report(hypotheses, references, "zh")[0]
+    assert "|tok:13a|" in bleu.sacre_bleu_signature("de")
+
+
+@pytest.mark.skipif(importlib.util.find_spec("MeCab") is not None,
+                    reason="sacreBLEU's Japanese tokenizer is installed here")
+def test_a_target_language_whose_tokenizer_is_a_sacrebleu_extra_names_the_install():
+    with pytest.raises(ConfigurationError, match=r"^sacreBLEU tokenizes ja text with a package of "
+                                                 r"its extras, not installed here: pip install "
+                                                 r"'sacrebleu\[ja\]'.$"):
+        bleu.sacre_bleu(["猫"], ["猫"], "ja")
 
 
 def test_empty_hypotheses_are_scored_not_dropped():
