@@ -115,6 +115,9 @@ def main(argv):
     problem, model = load_run(args.output_dir, args.checkpoint_path)
     model = model_in_precision(model, args.precision)
     source_ids = encode_lines(problem, sources, args.source_file)
+    # sacreBLEU's tokenizer follows a translation problem's target language; 13a for others.
+    language = getattr(problem, "target_language", "")
+    problem.check_decode_metrics()  # before the searches, whose BLEU it is
     scorer = Scorer(model)
     beam_sizes, alphas = args.beam_sizes, args.alphas
     greedy = [ids for ids, _ in best_hypotheses(problem, model, source_ids, 1, 0.0,
@@ -137,7 +140,7 @@ def main(argv):
                 errors = search_error_count(scored, np.where(
                     greedy_finished, objectives(greedy_scored, alpha), -np.inf))
             bleu = sacre_bleu([problem.decode(ids) for ids in hypotheses], references,
-                              problem.target_language)
+                              language)
             lengths = [len(ids) for ids in hypotheses]
             rows.append((beam_size, alpha, bleu.score, bleu.bp, bleu.sys_len / bleu.ref_len,
                          float(np.mean(lengths)), errors))
