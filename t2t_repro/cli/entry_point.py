@@ -5,6 +5,7 @@ a user's mistake reported as one line."""
 import functools
 import gc
 import io
+import os
 import sys
 from typing import Callable, NamedTuple
 
@@ -12,19 +13,45 @@ from absl import app, flags
 
 from t2t_repro.errors import ConfigurationError, UserError
 
+# The commands' flags that name files or folders; `--checkpoint_path` may name several, comma
+# separated, and the list flags hold one path an item.
+PATH_FLAGS = ("avg_dir", "checkpoint", "checkpoint_path", "ct2_dir", "data_dir",
+              "decode_from_file", "decode_reference", "decode_to_file", "export_dir",
+              "inputs_file", "model_dir", "model_file", "output_dir", "plot_dir", "reference",
+              "score_file", "sentencepiece_models", "t2t_usr_dir", "target_prefix_file",
+              "tmp_dir", "translation", "vocab_file", "vocabs", "warm_start_from")
+
 
 def report_user_errors(main):
     """`main` that reports a UserError, or a file that cannot be read or written (OSError), as
-    `error: <message>` and exit status 1 instead of a traceback."""
+    `error: <message>` and exit status 1 instead of a traceback. Path flags are read with `~`
+    expanded first (`expand_home`)."""
 
     @functools.wraps(main)
     def main_reporting_user_errors(argv):
         try:
+            expand_home(flags.FLAGS)
             return main(argv)
         except (UserError, OSError) as error:
             sys.exit(f"error: {one_line(error)}")
 
     return main_reporting_user_errors
+
+
+def expand_home(flag_values):
+    """Expands a leading `~` (or `~user`) in every path flag's value, as tensor2tensor's
+    commands did: a shell leaves `--output_dir=~/runs/x` as it is, and the path would name a
+    folder `~` in the working folder."""
+    for name in PATH_FLAGS:
+        if name not in flag_values or not flag_values[name].value:
+            continue
+        value = flag_values[name].value
+        if isinstance(value, str):
+            expanded = ",".join(os.path.expanduser(path) for path in value.split(","))
+        else:
+            expanded = [os.path.expanduser(path) for path in value]
+        if expanded != value:
+            flag_values[name].value = expanded
 
 
 def one_line(error):
