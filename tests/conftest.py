@@ -213,10 +213,7 @@ def run_module(module, *args, input=None):
             contextlib.redirect_stderr(stderr), _replaced_stdin(stdin):
         flags.FLAGS.unparse_flags()
         try:
-            try:
-                argv = flags.FLAGS([module, *args])
-            except flags.Error as error:  # as absl's app.run reports it
-                sys.exit(f"FATAL Flags parsing error: {error}")
+            argv = entry_point.parse_flags([module, *args])
             entry_point.report_user_errors(command.main)(argv)
             returncode = 0
         except SystemExit as exit:

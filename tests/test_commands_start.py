@@ -26,6 +26,17 @@ def test_a_command_without_its_flags_names_them_in_one_line(command, missing):
     assert len(result.stderr.strip().splitlines()) == 1, result.stderr
 
 
+@pytest.mark.parametrize("flag, message", [
+    ("--batch_size=0", "flag --batch_size=0: 0 is not a positive integer"),
+    ("--bach_size=4", "Unknown command line flag 'bach_size'. Did you mean: batch_size ?"),
+])
+def test_a_flag_absl_cannot_read_is_a_one_line_error(flag, message):
+    """Reported as every other mistake is, where absl prints two lines beginning "FATAL"."""
+    result = run_module_in_subprocess("t2t_repro.query", flag)
+    assert result.returncode == 1
+    assert result.stderr == f"error: {message} (see --helpshort)\n"
+
+
 def test_query_with_a_positional_argument_is_a_one_line_error():
     result = run_module_in_subprocess("t2t_repro.query", "hello")
     assert result.returncode == 1

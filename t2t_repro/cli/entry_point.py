@@ -76,7 +76,17 @@ def run(main):
     gc.freeze()
     if isinstance(sys.stdout, io.TextIOWrapper) and sys.stdout.encoding != "utf-8":
         sys.stdout.reconfigure(encoding="utf-8")
-    app.run(report_user_errors(main))
+    app.run(report_user_errors(main), flags_parser=parse_flags)
+
+
+def parse_flags(argv):
+    """absl's flag parsing, with a flag it cannot read (unknown, mistyped, out of its bounds)
+    reported as every other mistake is: `error: <message>` on one line and exit status 1, where
+    absl prints two lines beginning "FATAL"."""
+    try:
+        return flags.FLAGS(argv)
+    except flags.Error as error:
+        sys.exit(f"error: {one_line(error)} (see --helpshort)")
 
 
 def check_usage(argv, required_flags=(), hint="see --help"):
