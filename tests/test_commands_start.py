@@ -72,7 +72,7 @@ def test_a_command_runs_with_what_its_imports_made_frozen(monkeypatch):
     from t2t_repro.cli import entry_point
 
     frozen_when_absl_starts = []
-    monkeypatch.setattr(app, "run", lambda main: frozen_when_absl_starts.append(
+    monkeypatch.setattr(app, "run", lambda main, **options: frozen_when_absl_starts.append(
         gc.get_freeze_count()))
     gc.unfreeze()
     try:
