@@ -56,23 +56,21 @@ flags.DEFINE_string("score_file", None,
                     "writes each target's log-probability (nats, EOS included) and its pieces.")
 # The files the decoder reads, which --decode_to_file must not replace.
 INPUT_FILE_FLAGS = ("decode_from_file", "decode_reference", "target_prefix_file", "score_file")
-# What only a search reads or writes, with the decode hparams' defaults: set with --score_file,
-# an error rather than ignored.
+# The files only a search reads: given with --score_file, an error rather than ignored (as
+# are the decode hparams of its output lines and of sampling).
 SEARCH_ONLY_FLAGS = ("decode_from_file", "decode_reference", "target_prefix_file")
-SEARCH_ONLY_DECODE_HPARAMS = {"return_beams": False, "return_alignments": False,
-                              "sampling_method": "argmax"}
 
 
 def score(problem, decode_hparams):
     """--score_file: every pair checked and encoded, then scored in batches."""
     from t2t_repro.decoding import file_scoring
     from t2t_repro.decoding.scoring import Scorer
-    from t2t_repro.decoding.text_decoding import input_limit
+    from t2t_repro.decoding.text_decoding import (
+        OUTPUT_LINE_DEFAULTS, SAMPLING_DEFAULTS, changed_settings, input_limit)
 
     given = [f"--{name}" for name in SEARCH_ONLY_FLAGS if FLAGS[name].value]
-    given += [f"decode hparam {name}={getattr(decode_hparams, name)}"
-              for name, default in SEARCH_ONLY_DECODE_HPARAMS.items()
-              if getattr(decode_hparams, name) != default]
+    given += [f"decode hparam {setting}" for setting in changed_settings(
+        decode_hparams, {**OUTPUT_LINE_DEFAULTS, **SAMPLING_DEFAULTS})]
     if given:
         raise ConfigurationError(f"--score_file scores given translations; it takes no "
                                  f"{', '.join(given)}, which only decoding uses.")

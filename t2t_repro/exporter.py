@@ -80,12 +80,12 @@ def check_format_flags():
 
 def format_decode_hparams(problem):
     """--decode_hparams, set only where --export_format reads them (ConfigurationError)."""
-    from t2t_repro.decoding.text_decoding import create_decode_hparams
+    from t2t_repro.decoding.text_decoding import changed_settings, create_decode_hparams
 
     decode_hparams = create_decode_hparams(problem, FLAGS.decode_hparams)
-    unread = [f"{name}={getattr(decode_hparams, name)}"
-              for name in decode_hparams.differences(create_decode_hparams(problem))
-              if name not in FORMAT_DECODE_HPARAMS[FLAGS.export_format]]
+    unread = changed_settings(decode_hparams, {
+        name: default for name, default in create_decode_hparams(problem).values().items()
+        if name not in FORMAT_DECODE_HPARAMS[FLAGS.export_format]})
     if unread:
         raise ConfigurationError(
             f"--export_format={FLAGS.export_format} does not read decode hparam "

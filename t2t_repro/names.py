@@ -13,6 +13,16 @@ LOCK_FILENAME = ".lock"  # locked by the trainer writing the folder (cli.run_fol
 BEST_SUBDIR = "best"  # the best checkpoint by the eval metric (training.best_checkpoint)
 BEST_RECORD_FILENAME = "best.json"  # in BEST_SUBDIR: its step, metric, value and decodes file
 
+# The commands' flags that name files or folders (`--checkpoint_path` may name several, comma
+# separated; the list flags hold one path an item): a leading `~` in them is the home folder
+# (`cli.entry_point.expand_home`), and a run's flags.txt records them as absolute paths
+# (`training.run_records.flag_line`), so the commands that read it work from any folder.
+PATH_FLAGS = ("avg_dir", "checkpoint", "checkpoint_path", "ct2_dir", "data_dir",
+              "decode_from_file", "decode_reference", "decode_to_file", "export_dir",
+              "inputs_file", "model_dir", "model_file", "output_dir", "plot_dir", "reference",
+              "score_file", "sentencepiece_models", "t2t_usr_dir", "target_prefix_file",
+              "tmp_dir", "translation", "vocab_file", "vocabs", "warm_start_from")
+
 # The exported SavedModel's signatures (and TF Serving's default signature name).
 BEST_SIGNATURE = "serving_default"
 BEAMS_SIGNATURE = "beams"

@@ -30,7 +30,7 @@ from t2t_repro.cli.entry_point import FlagAlias, apply_flag_aliases, check_usage
 from t2t_repro.errors import ConfigurationError, UserError  # noqa: E402
 from t2t_repro.training import run_records  # noqa: E402
 from t2t_repro.training.strategy_names import STRATEGIES, WorkerFailureError  # noqa: E402
-from t2t_repro.names import FLAGS_FILENAME  # noqa: E402
+from t2t_repro.names import FLAGS_FILENAME, PATH_FLAGS  # noqa: E402
 
 FLAGS = flags.FLAGS
 
@@ -117,7 +117,7 @@ def trainer_flags_text():
         key=lambda flag: flag.name,
     )
     lines = [run_records.flag_line(flag.name, flag.value)
-             if flag.name in run_records.PATH_FLAGS and flag.value else flag.serialize()
+             if flag.name in PATH_FLAGS and flag.value else flag.serialize()
              for flag in own_flags]
     return "".join(line + "\n" for line in lines if line)  # unset flags serialize as ""
 

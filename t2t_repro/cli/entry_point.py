@@ -12,14 +12,8 @@ from typing import Callable, NamedTuple
 from absl import app, flags
 
 from t2t_repro.errors import ConfigurationError, UserError
+from t2t_repro.names import PATH_FLAGS
 
-# The commands' flags that name files or folders; `--checkpoint_path` may name several, comma
-# separated, and the list flags hold one path an item.
-PATH_FLAGS = ("avg_dir", "checkpoint", "checkpoint_path", "ct2_dir", "data_dir",
-              "decode_from_file", "decode_reference", "decode_to_file", "export_dir",
-              "inputs_file", "model_dir", "model_file", "output_dir", "plot_dir", "reference",
-              "score_file", "sentencepiece_models", "t2t_usr_dir", "target_prefix_file",
-              "tmp_dir", "translation", "vocab_file", "vocabs", "warm_start_from")
 
 
 def report_user_errors(main):

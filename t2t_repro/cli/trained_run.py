@@ -10,10 +10,10 @@ from absl import flags
 
 from t2t_repro.cli import checkpoint_flag, model_flags, problem_flags  # noqa: F401 (flags)
 from t2t_repro.cli import usr_dir
-from t2t_repro.training.run_records import (PATH_FLAGS, recorded_flags, recorded_problem,
-                                            run_dir_of, unresolvable, unresolvable_error)
+from t2t_repro.training.run_records import (recorded_flags, recorded_problem, run_dir_of,
+                                            unresolvable, unresolvable_error)
 from t2t_repro.errors import ConfigurationError
-from t2t_repro.names import FLAGS_FILENAME
+from t2t_repro.names import FLAGS_FILENAME, PATH_FLAGS
 
 FLAGS = flags.FLAGS
 
@@ -97,8 +97,8 @@ RUN_FLAGS = ("problem", "data_dir", "t2t_usr_dir")
 def same_value(name, given, recorded):
     if unresolvable(name, recorded):
         return True  # nothing here to compare the given path with
-    if name in PATH_FLAGS:
-        return os.path.realpath(os.path.expanduser(given)) == os.path.realpath(recorded)
+    if name in PATH_FLAGS:  # `given` has its `~` expanded (`entry_point.expand_home`)
+        return os.path.realpath(given) == os.path.realpath(recorded)
     return given == recorded
 
 

@@ -18,7 +18,7 @@ def create_decode_hparams(problem, overrides=""):
     `sampling_temp`, `sampling_keep_top_k` (0: all tokens) and `sampling_keep_top_p` (nucleus
     sampling; 1.0: all tokens)."""
     hparams = problem.default_decode_hparams()
-    hparams.add_hparam("return_beams", False)
+    hparams.add_hparam("return_beams", OUTPUT_LINE_DEFAULTS["return_beams"])
     add_alignment_hparams(hparams)
     for name, value in SAMPLING_DEFAULTS.items():
         hparams.add_hparam(name, value)
@@ -29,11 +29,17 @@ def create_decode_hparams(problem, overrides=""):
     return hparams
 
 
+def changed_settings(hparams, defaults):
+    """`name=value` for each hparam of `defaults` ({name: default value}) that `hparams` sets
+    to another value, in the order of `defaults`."""
+    return [f"{name}={getattr(hparams, name)}" for name, default in defaults.items()
+            if getattr(hparams, name) != default]
+
+
 def check_switched_on(hparams, switch, on, defaults):
     """HParamsError for hparams of `defaults` set away from their defaults while `switch` is
     not `on`: a search would run as if they were not there."""
-    unused = [f"{name}={getattr(hparams, name)}" for name, default in defaults.items()
-              if not on and getattr(hparams, name) != default]
+    unused = [] if on else changed_settings(hparams, defaults)
     if unused:
         raise HParamsError(f"decode hparam {', '.join(unused)} applies only with {switch}; "
                            f"add {switch} to --decode_hparams, or leave it out.")
@@ -54,6 +60,8 @@ SEARCH_RANGES = {"beam_size": at_least(1, " (1: greedy)"),
 
 SAMPLING_DEFAULTS = {"sampling_method": "argmax", "sampling_temp": 1.0,
                      "sampling_keep_top_k": 0, "sampling_keep_top_p": 1.0}
+# What shapes the decoder's output lines beyond the best translation, off by default.
+OUTPUT_LINE_DEFAULTS = {"return_beams": False, **ALIGNMENT_DEFAULTS}
 
 
 def create_search(model, decode_hparams, seed=None, **kwargs):
@@ -137,9 +145,7 @@ class DecodeEvaluation:
     def __init__(self, problem, decode_hparams, num_examples):
         from t2t_repro.data.problem import EVAL
 
-        written = [f"{name}={getattr(decode_hparams, name)}"
-                   for name, default in {"return_beams": False, **ALIGNMENT_DEFAULTS}.items()
-                   if getattr(decode_hparams, name) != default]
+        written = changed_settings(decode_hparams, OUTPUT_LINE_DEFAULTS)
         if written:
             raise HParamsError(
                 f"decode hparam {', '.join(written)} shapes the decoder's output lines; an "

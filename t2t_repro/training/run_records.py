@@ -5,14 +5,8 @@ one the trainer writes does, so that every command, fine-tuning and ensembles re
 import os
 
 from t2t_repro.errors import ConfigurationError
-from t2t_repro.names import FLAGS_FILENAME, HPARAMS_FILENAME
+from t2t_repro.names import FLAGS_FILENAME, HPARAMS_FILENAME, PATH_FLAGS
 from t2t_repro.utils.atomic_files import write_text_atomically
-
-
-# The flags that name files or folders. A run records them as absolute paths, so that the
-# commands that read it (`cli.trained_run`), fine-tuning and `--flagfile` find them from any
-# working folder.
-PATH_FLAGS = ("data_dir", "tmp_dir", "output_dir", "t2t_usr_dir", "warm_start_from")
 
 
 def flag_line(name, value):

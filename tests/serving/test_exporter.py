@@ -297,11 +297,11 @@ def test_a_flag_of_the_other_format_is_an_error(ende, tmp_path, flag, other_form
 
 @pytest.mark.parametrize("export_format, overrides, message", [
     ("ctranslate2", "beam_size=8,alpha=1.0",
-     "--export_format=ctranslate2 does not read decode hparam alpha=1.0, beam_size=8: it reads "
+     "--export_format=ctranslate2 does not read decode hparam beam_size=8, alpha=1.0: it reads "
      "alignment_layer and alignment_heads; CTranslate2 is given a search's settings when it "
      "translates."),
     ("saved_model", "alignment_layer=0,return_alignments=true,batch_size=8",
-     "--export_format=saved_model does not read decode hparam alignment_layer=0, batch_size=8: "
+     "--export_format=saved_model does not read decode hparam batch_size=8, alignment_layer=0: "
      "it reads beam_size, alpha and extra_length."),
 ])
 def test_a_decode_hparam_the_format_does_not_read_is_an_error(ende, tmp_path, export_format,
