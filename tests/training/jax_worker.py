@@ -16,6 +16,8 @@ union (`union_*`). From that checkpoint's weights this writes to OUTPUT_DIR/resu
   the keys of `pair_packing.PACKED_KEYS`);
 - ynnpack_fusions: how many YNNPACK fusions XLA compiles into the step's update on the union,
   as the train step jits it (`compiler_options`) and as a plain `jax.jit` would;
+- ahead_*, plain_*: weights after updates started ahead and after plain ones
+  (`lookahead_cases`);
 - embedding_gradient: the gradient of Σ embed(`embedding_ids`) · `embedding_weights` with
   respect to the matrix of a mixed_bfloat16 `SharedEmbedding` of `embedding_shape`, and
   embedding_scatter_types: the element types of the scatters that gradient's program holds.
@@ -85,6 +87,39 @@ def mixed_precision_embedding_gradient(shape, ids, weights):
     return np.asarray(gradient(layer.embeddings.value)), np.array(scatter_types)
 
 
+def lookahead_cases(model, batches):
+    """Weights after updates of a step that starts each next update ahead (`ahead_<case>_*`)
+    and of a plain step (`plain_<case>_*`), both on `model` from the checkpoint's weights:
+    in_order (three updates from one iterator, which ends while the third's successor is
+    pulled), reassigned (the weights loaded again between two calls: the second update starts
+    from them) and new_iterator (the second call takes another iterator's batch, not the first
+    iterator's pulled ahead)."""
+    first, second, third = batches
+    ahead, plain = new_step(model, lookahead=True), new_step(model, lookahead=False)
+    results = {}
+
+    def record(name, calls):
+        model.load_weights(str(cases["checkpoint"]))
+        for call in calls:
+            call()
+        results.update({f"{name}_weight_{i}": np.asarray(w)
+                        for i, w in enumerate(model.get_weights())})
+
+    one = iter([first, second, third])
+    record("ahead_in_order", [lambda: ahead(one)] * 3)
+    record("plain_in_order", [lambda: plain(iter([first])), lambda: plain(iter([second])),
+                              lambda: plain(iter([third]))])
+    two = iter([first, second])
+    record("ahead_reassigned", [lambda: ahead(two),
+                                lambda: model.load_weights(str(cases["checkpoint"])),
+                                lambda: ahead(two)])
+    record("plain_reassigned", [lambda: plain(iter([second]))])
+    record("ahead_new_iterator", [lambda: ahead(iter([first, second])),
+                                  lambda: ahead(iter([third]))])
+    record("plain_new_iterator", [lambda: plain(iter([first])), lambda: plain(iter([third]))])
+    return results
+
+
 def restored_model():
     model = new_model(model_hparams)
     model.load_weights(str(cases["checkpoint"]))
@@ -119,6 +154,9 @@ results.update({f"two_devices_weight_{i}": w for i, w in enumerate(weights)})
 loss, weights = one_update(restored_model(), [batch(cases, "packed")])
 results["packed_loss"] = loss
 results.update({f"packed_weight_{i}": w for i, w in enumerate(weights)})
+
+results.update(lookahead_cases(
+    restored_model(), [batch(cases, name) for name in ("a", "b", "union")]))
 
 results["embedding_gradient"], results["embedding_scatter_types"] = (
     mixed_precision_embedding_gradient(

@@ -161,6 +161,20 @@ def test_two_clipped_micro_batches_under_jax_equal_one_clipped_tensorflow_step(j
     assert largest_difference(model.get_weights(), unclipped) > 100 * TOLERANCE
 
 
+@pytest.mark.parametrize("case", ["in_order", "reassigned", "new_iterator"])
+def test_an_update_started_ahead_equals_the_plain_update_it_stands_for(jax_results, case):
+    """On accelerators each call starts the next update before waiting for its own: the
+    weights are those of plain updates in the same order, also when the iterator ends, when
+    the weights are loaded anew between calls (the update is run again from them) and when the
+    next call brings another iterator (whose batch is taken, not the one pulled ahead)."""
+    results = jax_results["results"]
+    ahead, plain = weights_of(results, f"ahead_{case}"), weights_of(results, f"plain_{case}")
+    assert largest_difference(ahead, plain) == 0
+    initial = new_model(jax_results["hparams"])
+    initial.load_weights(jax_results["checkpoint"])
+    assert largest_difference(initial.get_weights(), plain) > 100 * TOLERANCE  # it moved
+
+
 def test_a_mixed_precision_embedding_gradient_sums_in_float32_under_jax(jax_results):
     """Under mixed_bfloat16 the lookup gathers rows of the float32 matrix and casts them, so its
     gradient, a scatter-add of every position's gradient into its row, is a float32 one:

@@ -7,10 +7,20 @@ host's NumPy batches before the step; inside the jitted step the batch is one ar
 over devices under `keras.distribution.DataParallel`), so sums over it are already global and
 XLA inserts the gradient all-reduce.
 
-State lives in the Keras variables between calls: each call reads their values, runs the
-jitted update with those buffers donated, and assigns the results back (as Keras's own JAX
-trainer does), so checkpoints, evaluation and decoding see the trained weights.
+State lives in the Keras variables between calls: each call runs the jitted update on their
+values and assigns the results back, so checkpoints, evaluation and decoding see the trained
+weights. On an accelerator a call also starts the next update before it waits for its own
+(`lookahead`), so that the device does not idle while the host fetches the update's figures,
+assigns the variables and reads the next batch: on an H200 that made transformer_base's step
+1.12x and transformer_big's 1.06x as fast (docs/jax_and_gpus.md). The update started ahead is
+used only if the next call brings the same iterator and finds the variables as this call left
+them; otherwise it is dropped and the update runs again from the variables. An update started
+ahead reads weights the variables still hold, so nothing of them is donated and they exist twice;
+on CPUs, where that made a 4-row transformer_base step 0.71x as fast (a Zen 4), there is no
+lookahead, and the variables' buffers are donated to the update.
 """
+
+from typing import NamedTuple, Optional
 
 import jax
 import jax.numpy as jnp
@@ -31,6 +41,20 @@ def check_dtype_policy(dtype_policy):
                            "(or KERAS_BACKEND=tensorflow).")
 
 
+def lookahead_pays(devices=None):
+    """Whether a call should start the next update before waiting for its own: on accelerators,
+    not on CPUs (module docstring)."""
+    return any(device.platform != "cpu" for device in devices or jax.devices())
+
+
+class _Started(NamedTuple):
+    """An update handed to the devices (`results` not yet waited for), or, when `results` is
+    None, micro-batches pulled ahead from an iterator that ended before a whole update."""
+    iterator: object
+    micro_batches: list
+    results: Optional[tuple]
+
+
 class JaxTrainStep:
     """Takes one optimizer update per call, pulling `accumulation_steps` micro-batches
     `(features, targets)` of NumPy arrays from an iterator.
@@ -46,6 +70,8 @@ class JaxTrainStep:
         place_batch: puts a batch's arrays on the devices (e.g. sharded over them); default:
             left to JAX.
         loss_chunk_tokens: target positions per chunk of the loss (`chunked_loss`).
+        lookahead: start the next update before waiting for this one (module docstring);
+            None: where `lookahead_pays`.
 
     Returns (from a call): `UpdateStats` of the update. `finite` is False when the loss or a
     gradient was not finite: the update has then been applied with non-finite values, and the
@@ -53,7 +79,7 @@ class JaxTrainStep:
     """
 
     def __init__(self, model, smoothing, accumulation_steps=1, clip_norm=0.0,
-                 place_batch=None, loss_chunk_tokens=DEFAULT_CHUNK_TOKENS):
+                 place_batch=None, loss_chunk_tokens=DEFAULT_CHUNK_TOKENS, lookahead=None):
         if accumulation_steps < 1:
             raise ValueError(f"accumulation_steps must be at least 1, got {accumulation_steps}.")
         check_dtype_policy(model.dtype_policy.name)
@@ -63,36 +89,82 @@ class JaxTrainStep:
         self.clip_norm = clip_norm
         self.loss_chunk_tokens = loss_chunk_tokens
         self.place_batch = place_batch or (lambda batch: batch)
+        self.lookahead = lookahead_pays() if lookahead is None else lookahead
+        self._variables = (model.trainable_variables, model.non_trainable_variables,
+                           model.optimizer.variables)
+        self._started = None  # the update started ahead, for the next call
+        self._assigned = None  # the variables' values as the last call left them
         self._gradients = jax.value_and_grad(self._loss, has_aux=True)
-        self._accumulate = jax.jit(self._accumulate_micro_batch, donate_argnums=(1, 2),
+        # Started ahead, an update reads state the variables still hold: only the gradient
+        # sum is donated.
+        self._accumulate = jax.jit(self._accumulate_micro_batch,
+                                   donate_argnums=(2,) if self.lookahead else (1, 2),
                                    **train_step_jit_options())
-        self._update = jax.jit(self._apply_update, donate_argnums=(0, 1, 2),
+        self._update = jax.jit(self._apply_update,
+                               donate_argnums=(3,) if self.lookahead else (0, 1, 2),
                                **train_step_jit_options())
 
     def __call__(self, iterator):
-        micro_batches = [next(iterator) for _ in range(self.accumulation_steps)]
+        started, self._started = self._started, None
+        if started is None or started.iterator is not iterator:
+            started = _Started(iterator, [], None)
+        if started.results is None or not self._variables_as_left():
+            started = self._start(self._state(), self._pull(iterator, started.micro_batches),
+                                  iterator)
+        *state, sums, finite = started.results
+        if self.lookahead:
+            self._started = self._start_ahead(state, iterator)
+        sums, finite = jax.device_get((sums, finite))
+        for variables, values in zip(self._variables, state):
+            for variable, value in zip(variables, values):
+                variable.assign(value)
+        if self.lookahead:
+            self._assigned = [variable.value for variable in self._all_variables()]
+        return UpdateStats.from_sums(np.sum(sums, axis=0), finite)
+
+    def _pull(self, iterator, micro_batches):
+        """`micro_batches` completed to a whole update from `iterator`."""
+        return micro_batches + [next(iterator)
+                                for _ in range(self.accumulation_steps - len(micro_batches))]
+
+    def _start_ahead(self, state, iterator):
+        """The next update started from `state`, or the micro-batches pulled for it when the
+        iterator ends first (the next call raises StopIteration, as it would have)."""
+        micro_batches = []
+        try:
+            micro_batches = self._pull(iterator, micro_batches)
+        except StopIteration:
+            return _Started(iterator, micro_batches, None)
+        return self._start(state, micro_batches, iterator)
+
+    def _state(self):
+        return [[variable.value for variable in variables] for variables in self._variables]
+
+    def _all_variables(self):
+        return [variable for variables in self._variables for variable in variables]
+
+    def _variables_as_left(self):
+        """Whether no one has assigned a variable since the last call."""
+        return all(variable.value is value
+                   for variable, value in zip(self._all_variables(), self._assigned))
+
+    def _start(self, state, micro_batches, iterator):
+        """`_Started` with the update's device results `(trainable, non_trainable,
+        optimizer_state, per-micro-batch sums, finite)`, not waited for."""
         global_tokens = np.float32(sum(np.count_nonzero(targets)
                                        for _, targets in micro_batches))
-        micro_batches = [self.place_batch(batch) for batch in micro_batches]
-        model, optimizer = self.model, self.model.optimizer
-        trainable = [v.value for v in model.trainable_variables]
-        non_trainable = [v.value for v in model.non_trainable_variables]
+        trainable, non_trainable, optimizer_state = state
         gradient_sum, sums = None, []
         for batch in micro_batches[:-1]:
             gradient_sum, non_trainable, stats = self._accumulate(
-                trainable, non_trainable, gradient_sum, batch, global_tokens)
+                trainable, non_trainable, gradient_sum, self.place_batch(batch), global_tokens)
             sums.append(stats)
-        optimizer_state = [v.value for v in optimizer.variables]
         trainable, non_trainable, optimizer_state, stats, finite = self._update(
-            trainable, non_trainable, optimizer_state, gradient_sum, micro_batches[-1],
-            global_tokens)
+            trainable, non_trainable, optimizer_state, gradient_sum,
+            self.place_batch(micro_batches[-1]), global_tokens)
         sums.append(stats)
-        for variables, values in ((model.trainable_variables, trainable),
-                                  (model.non_trainable_variables, non_trainable),
-                                  (optimizer.variables, optimizer_state)):
-            for variable, value in zip(variables, values):
-                variable.assign(value)
-        return UpdateStats.from_sums(np.sum(jax.device_get(sums), axis=0), finite)
+        return _Started(iterator, micro_batches,
+                        (trainable, non_trainable, optimizer_state, sums, finite))
 
     def _loss(self, trainable, non_trainable, batch, global_tokens):
         features, targets = batch
