@@ -92,8 +92,9 @@ def lookahead_cases(model, batches):
     and of a plain step (`plain_<case>_*`), both on `model` from the checkpoint's weights:
     in_order (three updates from one iterator, which ends while the third's successor is
     pulled), reassigned (the weights loaded again between two calls: the second update starts
-    from them) and new_iterator (the second call takes another iterator's batch, not the first
-    iterator's pulled ahead)."""
+    from them), new_iterator (the second call takes another iterator's batch, not the first
+    iterator's pulled ahead) and failing (an iterator that raises after one batch: the first
+    call returns its update, the second raises the error, `ahead_failing_error`)."""
     first, second, third = batches
     ahead, plain = new_step(model, lookahead=True), new_step(model, lookahead=False)
     results = {}
@@ -117,7 +118,20 @@ def lookahead_cases(model, batches):
     record("ahead_new_iterator", [lambda: ahead(iter([first, second])),
                                   lambda: ahead(iter([third]))])
     record("plain_new_iterator", [lambda: plain(iter([first])), lambda: plain(iter([third]))])
+    breaking = failing_after([first])
+    record("ahead_failing", [lambda: ahead(breaking)])
+    try:
+        ahead(breaking)
+    except ValueError as error:
+        results["ahead_failing_error"] = str(error)
+    record("plain_failing", [lambda: plain(iter([first]))])
     return results
+
+
+def failing_after(batches):
+    """Yields `batches`, then raises as a broken data file would."""
+    yield from batches
+    raise ValueError("the data broke")
 
 
 def restored_model():

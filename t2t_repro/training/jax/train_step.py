@@ -49,10 +49,11 @@ def lookahead_pays(devices=None):
 
 class _Started(NamedTuple):
     """An update handed to the devices (`results` not yet waited for), or, when `results` is
-    None, micro-batches pulled ahead from an iterator that ended before a whole update."""
+    None, the `error` the iterator raised while its micro-batches were pulled ahead."""
     iterator: object
     micro_batches: list
     results: Optional[tuple]
+    error: Optional[Exception] = None
 
 
 class JaxTrainStep:
@@ -108,6 +109,8 @@ class JaxTrainStep:
         started, self._started = self._started, None
         if started is None or started.iterator is not iterator:
             started = _Started(iterator, [], None)
+        if started.error is not None:
+            raise started.error
         if started.results is None or not self._variables_as_left():
             started = self._start(self._state(), self._pull(iterator, started.micro_batches),
                                   iterator)
@@ -128,13 +131,13 @@ class JaxTrainStep:
                                 for _ in range(self.accumulation_steps - len(micro_batches))]
 
     def _start_ahead(self, state, iterator):
-        """The next update started from `state`, or the micro-batches pulled for it when the
-        iterator ends first (the next call raises StopIteration, as it would have)."""
-        micro_batches = []
+        """The next update started from `state`; if pulling its micro-batches raises (the
+        iterator ended, or its data failed), the error, for the next call to raise, as it
+        would have without lookahead."""
         try:
-            micro_batches = self._pull(iterator, micro_batches)
-        except StopIteration:
-            return _Started(iterator, micro_batches, None)
+            micro_batches = self._pull(iterator, [])
+        except Exception as error:  # raised again by the next call
+            return _Started(iterator, [], None, error)
         return self._start(state, micro_batches, iterator)
 
     def _state(self):
