@@ -87,16 +87,18 @@ def mixed_precision_embedding_gradient(shape, ids, weights):
     return np.asarray(gradient(layer.embeddings.value)), np.array(scatter_types)
 
 
-def lookahead_cases(model, batches):
+def lookahead_cases(model, plain, union):
     """Weights after updates of a step that starts each next update ahead (`ahead_<case>_*`)
-    and of a plain step (`plain_<case>_*`), both on `model` from the checkpoint's weights:
+    and of `plain`, a step on `model` without lookahead (`plain_<case>_*`), both on `model`
+    from the checkpoint's weights, on `union` and two batches of its shape (one compiled
+    update each) that pair its sources with other targets:
     in_order (three updates from one iterator, which ends while the third's successor is
     pulled), reassigned (the weights loaded again between two calls: the second update starts
     from them), new_iterator (the second call takes another iterator's batch, not the first
     iterator's pulled ahead) and failing (an iterator that raises after one batch: the first
     call returns its update, the second raises the error, `ahead_failing_error`)."""
-    first, second, third = batches
-    ahead, plain = new_step(model, lookahead=True), new_step(model, lookahead=False)
+    first, second, third = union, *(re_paired(union, shift) for shift in (1, 2))
+    ahead = new_step(model, lookahead=True)
     results = {}
 
     def record(name, calls):
@@ -128,6 +130,12 @@ def lookahead_cases(model, batches):
     return results
 
 
+def re_paired(batch, shift):
+    """`batch` with its sources moved `shift` rows down: another batch of the same shape."""
+    features, targets = batch
+    return {**features, "inputs": np.roll(features["inputs"], shift, axis=0)}, targets
+
+
 def failing_after(batches):
     """Yields `batches`, then raises as a broken data file would."""
     yield from batches
@@ -148,7 +156,7 @@ union = batch(cases, "union")
 
 model = restored_model()
 results["logits"] = keras.ops.convert_to_numpy(model(union[0], training=False))
-step = new_step(model)  # its update compiled once, for the count and for the update
+step = new_step(model, lookahead=False)  # compiled once: the count, the update, lookahead_cases
 results["ynnpack_fusions"] = ynnpack_fusions(step, model, union)
 loss, weights = one_update(model, [union], step)
 model.save_weights(os.path.join(output_dir, "jax-step.weights.h5"))
@@ -169,8 +177,7 @@ loss, weights = one_update(restored_model(), [batch(cases, "packed")])
 results["packed_loss"] = loss
 results.update({f"packed_weight_{i}": w for i, w in enumerate(weights)})
 
-results.update(lookahead_cases(
-    restored_model(), [batch(cases, name) for name in ("a", "b", "union")]))
+results.update(lookahead_cases(model, step, union))
 
 results["embedding_gradient"], results["embedding_scatter_types"] = (
     mixed_precision_embedding_gradient(
