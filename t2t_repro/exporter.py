@@ -79,18 +79,13 @@ def check_format_flags():
 
 
 def format_decode_hparams(problem):
-    """--decode_hparams, set only where --export_format reads them (ConfigurationError)."""
-    from t2t_repro.decoding.text_decoding import changed_settings, create_decode_hparams
+    """--decode_hparams, set only where --export_format reads them (HParamsError)."""
+    from t2t_repro.decoding.text_decoding import decode_hparams_read_by
 
-    decode_hparams = create_decode_hparams(problem, FLAGS.decode_hparams)
-    unread = changed_settings(decode_hparams, {
-        name: default for name, default in create_decode_hparams(problem).values().items()
-        if name not in FORMAT_DECODE_HPARAMS[FLAGS.export_format]})
-    if unread:
-        raise ConfigurationError(
-            f"--export_format={FLAGS.export_format} does not read decode hparam "
-            f"{', '.join(unread)}: it reads {_WHAT_EACH_FORMAT_READS[FLAGS.export_format]}.")
-    return decode_hparams
+    return decode_hparams_read_by(problem, FLAGS.decode_hparams,
+                                  FORMAT_DECODE_HPARAMS[FLAGS.export_format],
+                                  f"--export_format={FLAGS.export_format}",
+                                  _WHAT_EACH_FORMAT_READS[FLAGS.export_format])
 
 
 def export_saved_model(problem, hparams, decode_hparams, checkpoint, model, target):

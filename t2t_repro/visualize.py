@@ -16,7 +16,8 @@ Writes into --plot_dir (created if missing):
       train_steps.
 The model and its weights are found as the decoder finds them (--output_dir's hparams.json and
 newest checkpoint, or --checkpoint_path). Without --targets the target is the model's own
-translation: beam search with the problem's decode hparams (--decode_hparams).
+translation: beam search with the problem's decode hparams (--decode_hparams: the search's and
+the sampling ones; any other, or any with --targets, is an error rather than ignored).
 """
 
 import sys
@@ -45,12 +46,30 @@ flags.DEFINE_string("schedule_hparams_set", None,
                     "Plot this registered set's learning-rate schedule instead of the run's.")
 
 
+# What the search that translates --inputs reads (without --targets).
+SEARCH_DECODE_HPARAMS = ("beam_size", "alpha", "extra_length", "sampling_method",
+                         "sampling_temp", "sampling_keep_top_k", "sampling_keep_top_p")
+
+
+def translation_decode_hparams(problem):
+    """--decode_hparams for the model's own translation of --inputs: ConfigurationError with
+    --targets (no search runs), HParamsError for a setting the search does not read."""
+    from t2t_repro.decoding.text_decoding import decode_hparams_read_by
+
+    if FLAGS.targets and FLAGS.decode_hparams:
+        raise ConfigurationError("--decode_hparams sets the search that translates --inputs; "
+                                 "with --targets none runs: leave one of them out.")
+    return decode_hparams_read_by(
+        problem, FLAGS.decode_hparams, SEARCH_DECODE_HPARAMS, "t2t_repro.visualize",
+        "beam_size, alpha, extra_length and the sampling hparams, for one translation")
+
+
 def run():
-    from t2t_repro.decoding.text_decoding import create_decode_hparams
     from t2t_repro.hparams import create_hparams
 
     problem = problem_flags.create_problem()
     problem.check_data()
+    decode_hparams = translation_decode_hparams(problem)
     hparams = trained_run.resolve_hparams()
     schedule_hparams = (create_hparams(FLAGS.schedule_hparams_set)
                         if FLAGS.schedule_hparams_set else hparams)
@@ -62,8 +81,7 @@ def run():
     checkpoint, model = trained_run.load_model(problem, hparams)
     plots.check_lengths(model, input_ids, target_ids)
     if target_ids is None:
-        target_ids = plots.own_translation(model, problem, input_ids,
-                                           create_decode_hparams(problem, FLAGS.decode_hparams))
+        target_ids = plots.own_translation(model, problem, input_ids, decode_hparams)
         print(f"Translation (the model's own, used as the target): "
               f"{problem.decode(target_ids)}", file=sys.stderr)
     drawn = plots.write_plots(model, problem, input_ids, target_ids, FLAGS.layer,

@@ -126,3 +126,24 @@ def test_command_line_draws_the_models_own_translation(run_dir, tmp_path):
         "attention_encoder_self_layer0.png", "attention_decoder_self_layer0.png",
         "attention_encoder_decoder_layer0.png", "positional_encoding.png", "learning_rate.png"]
     assert all(os.path.getsize(path) < 200_000 for path in written)
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--targets=5 1 4", "--decode_hparams=beam_size=8"],
+     "--decode_hparams sets the search that translates --inputs; with --targets none runs: "
+     "leave one of them out."),
+    (["--decode_hparams=beam_size=2,return_beams=true,batch_size=4"],
+     "t2t_repro.visualize does not read decode hparam batch_size=4, return_beams=True: it reads "
+     "beam_size, alpha, extra_length and the sampling hparams, for one translation."),
+])
+def test_a_decode_hparam_nothing_reads_is_an_error_before_anything_is_drawn(run_dir, tmp_path,
+                                                                          flags, message):
+    """Not ignored: with --targets no search runs, and one translation has no beams to list
+    nor batches to size."""
+    plot_dir = tmp_path / "plots"
+    refused = run_module("t2t_repro.visualize", "--problem=algorithmic_reverse",
+                         f"--output_dir={run_dir}", f"--inputs={SOURCE}",
+                         f"--plot_dir={plot_dir}", *flags)
+    assert refused.returncode == 1 and "Traceback" not in refused.stderr
+    assert refused.stderr.strip().splitlines()[-1] == f"error: {message}"
+    assert not plot_dir.exists() or not os.listdir(plot_dir)

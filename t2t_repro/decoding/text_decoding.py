@@ -36,6 +36,20 @@ def changed_settings(hparams, defaults):
             if getattr(hparams, name) != default]
 
 
+def decode_hparams_read_by(problem, overrides, reads, reader, what_it_reads):
+    """`create_decode_hparams(problem, overrides)`, where a setting of a decode hparam other
+    than `reads` is an HParamsError naming `reader` and `what_it_reads`, rather than ignored
+    by a command that does not read it."""
+    hparams = create_decode_hparams(problem, overrides)
+    unread = changed_settings(hparams, {
+        name: default for name, default in create_decode_hparams(problem).values().items()
+        if name not in reads})
+    if unread:
+        raise HParamsError(f"{reader} does not read decode hparam {', '.join(unread)}: it "
+                           f"reads {what_it_reads}.")
+    return hparams
+
+
 def check_switched_on(hparams, switch, on, defaults):
     """HParamsError for hparams of `defaults` set away from their defaults while `switch` is
     not `on`: a search would run as if they were not there."""
