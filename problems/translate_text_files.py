@@ -23,6 +23,7 @@ from t2t_repro.data.text_problem import SENTENCEPIECE, TENSOR2TENSOR_SUBWORDS, V
 from t2t_repro.data.translation import TranslateProblem
 from t2t_repro.data.vocabulary import VocabularyError
 from t2t_repro.hparams import at_least
+from t2t_repro.metrics.bleu import LANGUAGE_CODE_RULE, is_language_code
 from t2t_repro.registry import problems
 from t2t_repro.utils.atomic_files import atomic_path, write_text_atomically
 
@@ -77,6 +78,8 @@ class TranslateTextFiles(TranslateProblem):
         # Any ratio below 1 drops every pair: the longer side is never shorter than the other.
         "max_length_ratio": ((lambda value: value == 0 or value >= 1),
                              "0 (no limit) or at least 1"),
+        **{name: ((lambda value: value == "" or is_language_code(value)), LANGUAGE_CODE_RULE)
+           for name in ("source_language", "target_language")},
     }
 
     def __init__(self, data_dir=None, data_hparams=""):

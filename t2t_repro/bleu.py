@@ -25,14 +25,14 @@ flags.DEFINE_string("language", "de",
 
 
 def main(argv):
+    from t2t_repro.metrics import bleu
+
     check_usage(argv, ("translation", "reference"))
+    bleu.check_language_code(FLAGS.language, "--language")
     translation, reference = read_aligned_lines(FLAGS.translation, "--translation",
                                                 FLAGS.reference, "--reference")
     if not translation:
         raise ConfigurationError("both files are empty; there is nothing to score.")
-
-    from t2t_repro.metrics import bleu
-
     print("\n".join(bleu.bleu_report(translation, reference, FLAGS.language)))
 
 

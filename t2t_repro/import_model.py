@@ -25,6 +25,7 @@ from absl import flags  # noqa: E402
 from t2t_repro.cli import entry_point, output_paths, problem_flags, run_flags  # noqa: E402,F401
 from t2t_repro.cli.entry_point import check_usage  # noqa: E402
 from t2t_repro.errors import ConfigurationError  # noqa: E402
+from t2t_repro.metrics.bleu import check_language_code  # noqa: E402
 
 FLAGS = flags.FLAGS
 
@@ -79,6 +80,8 @@ def main(argv):
     from t2t_repro.importing.run_folder import write_run
 
     check_usage(argv, ("format", "output_dir", "source_language", "target_language"))
+    for name in ("source_language", "target_language"):
+        check_language_code(FLAGS[name].value, f"--{name}")
     check_usage(argv, FORMAT_FLAGS[FLAGS.format], hint=f"--format={FLAGS.format} reads them")
     others = [f"--{name}" for format_name, names in FORMAT_FLAGS.items()
               if format_name != FLAGS.format for name in names if FLAGS[name].present]

@@ -62,3 +62,16 @@ def test_missing_flag_is_an_error():
     result = run_bleu("--reference=ref.de")
     assert result.returncode != 0
     assert result.stderr.strip() == "error: missing --translation; see --help."
+
+
+@pytest.mark.parametrize("language", ["DE", "zh-CN", ""])
+def test_a_language_the_tokenizers_would_not_recognise_is_an_error(tmp_path, language):
+    """sacreBLEU picks zh's tokenizer for "zh" alone, and the compound split is for "de"
+    alone: "ZH", "zh-CN" or "DE" would be scored as another language, without a word."""
+    text = tmp_path / "out.de"
+    text.write_text("Ein Satz.\n", encoding="utf-8")
+    result = run_bleu(f"--translation={text}", f"--reference={text}", f"--language={language}")
+    assert result.returncode == 1 and result.stdout == ""
+    assert result.stderr.strip() == (
+        f"error: --language={language!r} must be a language's ISO 639 code in lower case, "
+        f"e.g. de (zh, not ZH or zh-CN), which BLEU's tokenizers follow.")

@@ -21,9 +21,14 @@ from sacrebleu.metrics.bleu import BLEUScore
 from t2t_repro.errors import ConfigurationError
 from t2t_repro.metrics.moses_tokenizer import moses_tokenize
 
-__all__ = ["bleu_report", "compound_split_bleu", "moses_tokenize", "multi_bleu",
-           "multi_bleu_line", "sacre_bleu", "sacre_bleu_signature", "split_compounds",
-           "tokenized_bleu", "tokenized_bleu_name"]
+__all__ = ["LANGUAGE_CODE_RULE", "bleu_report", "check_language_code", "compound_split_bleu",
+           "is_language_code", "moses_tokenize", "multi_bleu", "multi_bleu_line", "sacre_bleu",
+           "sacre_bleu_signature", "split_compounds", "tokenized_bleu", "tokenized_bleu_name"]
+
+# sacreBLEU picks its tokenizer, tokenizer.perl its rules and the compound split its language
+# by exact, lower-case codes: "ZH" or "zh-CN" would be scored as any other language.
+LANGUAGE_CODE_RULE = ("a language's ISO 639 code in lower case, e.g. de (zh, not ZH or zh-CN), "
+                      "which BLEU's tokenizers follow")
 
 # get_ende_bleu.sh's `perl -ple 's{(\S)-(\S)}{$1 ##AT##-##AT## $2}g'` runs over bytes: \S is any
 # byte but ASCII whitespace, so one byte of a UTF-8 letter is enough on either side. Like Perl's
@@ -34,6 +39,17 @@ _COMPOUND_SPLIT = rb"\1 ##AT##-##AT## \2"
 # multi-bleu.perl reads bytes and splits on ASCII whitespace only (a no-break space is a token).
 _PERL_BYTE_SPACES = re.compile(r"[ \t\n\x0b\f\r]+")
 _MAX_ORDER = 4
+
+
+def is_language_code(value):
+    """Whether `value` is a code as `LANGUAGE_CODE_RULE` asks: two or three lower-case letters."""
+    return re.fullmatch("[a-z]{2,3}", value) is not None
+
+
+def check_language_code(value, name):
+    """ConfigurationError naming `name` (a flag) unless `value` is a language code."""
+    if not is_language_code(value):
+        raise ConfigurationError(f"{name}={value!r} must be {LANGUAGE_CODE_RULE}.")
 
 
 def _check_lines(hypotheses, references):

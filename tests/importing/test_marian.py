@@ -315,6 +315,17 @@ def test_flags_the_format_does_not_read_are_an_error_naming_them(release, tmp_pa
     assert not (tmp_path / "run").exists()
 
 
+def test_a_language_code_bleu_would_not_recognise_is_an_error_before_anything_is_read(
+        tmp_path):
+    result = run_module("t2t_repro.import_model", "--source_language=de",
+                        "--target_language=en-US", "--format=opus_mt",
+                        f"--model_dir={tmp_path / 'absent'}", f"--output_dir={tmp_path / 'run'}")
+    assert one_line_error(result) == (
+        "error: --target_language='en-US' must be a language's ISO 639 code in lower case, "
+        "e.g. de (zh, not ZH or zh-CN), which BLEU's tokenizers follow.")
+    assert not (tmp_path / "run").exists()
+
+
 @pytest.mark.parametrize("option, value", [
     ("type", "amun"), ("transformer-decoder-autoreg", "rnn"),
     ("transformer-postprocess-emb", "dn"), ("transformer-postprocess", "da"),

@@ -480,12 +480,18 @@ def test_a_missing_file_hparam_is_an_error_naming_it(tmp_path):
                                "most 1."),
     ("shared_vocabulary=false,target_vocab_size=-8",
      "data hparam target_vocab_size=-8 must be at least 0 (0: vocab_size)."),
+    # sacreBLEU and tokenizer.perl would treat "EN" as another language, without a word.
+    ("target_language=EN", "data hparam target_language='EN' must be a language's ISO 639 "
+                           "code in lower case, e.g. de (zh, not ZH or zh-CN), which BLEU's "
+                           "tokenizers follow."),
 ])
 def test_a_data_hparam_out_of_its_range_is_an_error_that_writes_nothing(corpus, tmp_path, extra,
                                                                        named):
     hparams = data_hparams(corpus, extra)
     if extra.startswith("num_train_shards="):  # SMALL sets it: replaced, not given twice
         hparams = data_hparams(corpus).replace("num_train_shards=2", extra)
+    if extra.startswith("target_language="):  # likewise
+        hparams = data_hparams(corpus).replace("target_language=en", extra)
     line = one_line_error(datagen(tmp_path / "data", hparams))
     assert line == f"error: {named}"
     assert not (tmp_path / "data").exists()
