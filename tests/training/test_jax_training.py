@@ -161,14 +161,15 @@ def test_two_clipped_micro_batches_under_jax_equal_one_clipped_tensorflow_step(j
     assert largest_difference(model.get_weights(), unclipped) > 100 * TOLERANCE
 
 
-@pytest.mark.parametrize("case", ["in_order", "reassigned", "new_iterator", "failing"])
+@pytest.mark.parametrize("case", ["in_order", "reassigned", "new_iterator", "failing",
+                                  "accumulated"])
 def test_an_update_started_ahead_equals_the_plain_update_it_stands_for(jax_results, case):
     """On accelerators each call starts the next update before waiting for its own: the
     weights are those of plain updates in the same order, also when the iterator ends, when
     the weights are loaded anew between calls (the update is run again from them), when the
     next call brings another iterator (whose batch is taken, not the one pulled ahead) and when
     the iterator fails while the next update's batch is pulled (the call returns its own
-    update; the next raises the iterator's error)."""
+    update; the next raises the iterator's error), and with two micro-batches an update."""
     results = jax_results["results"]
     if case == "failing":
         assert str(results["ahead_failing_error"]) == "the data broke"

@@ -48,8 +48,9 @@ def lookahead_pays(devices=None):
 
 
 class _Started(NamedTuple):
-    """An update handed to the devices (`results` not yet waited for), or, when `results` is
-    None, the `error` the iterator raised while its micro-batches were pulled ahead."""
+    """An update handed to the devices: its micro-batches (to run it again from other weights)
+    and its `results`, not yet waited for; or, when `results` is None, the `error` the iterator
+    raised while the micro-batches were pulled ahead."""
     iterator: object
     micro_batches: list
     results: Optional[tuple]
@@ -112,7 +113,7 @@ class JaxTrainStep:
         if started.error is not None:
             raise started.error
         if started.results is None or not self._variables_as_left():
-            started = self._start(self._state(), self._pull(iterator, started.micro_batches),
+            started = self._start(self._state(), started.micro_batches or self._pull(iterator),
                                   iterator)
         *state, sums, finite = started.results
         if self.lookahead:
@@ -125,17 +126,16 @@ class JaxTrainStep:
             self._assigned = [variable.value for variable in self._all_variables()]
         return UpdateStats.from_sums(np.sum(sums, axis=0), finite)
 
-    def _pull(self, iterator, micro_batches):
-        """`micro_batches` completed to a whole update from `iterator`."""
-        return micro_batches + [next(iterator)
-                                for _ in range(self.accumulation_steps - len(micro_batches))]
+    def _pull(self, iterator):
+        """One update's micro-batches from `iterator`."""
+        return [next(iterator) for _ in range(self.accumulation_steps)]
 
     def _start_ahead(self, state, iterator):
         """The next update started from `state`; if pulling its micro-batches raises (the
         iterator ended, or its data failed), the error, for the next call to raise, as it
         would have without lookahead."""
         try:
-            micro_batches = self._pull(iterator, [])
+            micro_batches = self._pull(iterator)
         except Exception as error:  # raised again by the next call
             return _Started(iterator, [], None, error)
         return self._start(state, micro_batches, iterator)
