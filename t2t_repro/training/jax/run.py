@@ -7,7 +7,7 @@ import keras
 from t2t_repro.data.array_batches import prefetched
 from t2t_repro.data.problem import EVAL, TRAIN
 from t2t_repro.training.chunked_loss import hparams_chunk_tokens
-from t2t_repro.training.jax.train_step import JaxTrainStep, check_dtype_policy
+from t2t_repro.training.jax.train_step import JaxTrainStep, check_dtype_policy, lookahead_pays
 from t2t_repro.training.local_evaluation import LocalEvaluator
 from t2t_repro.training.peak_flops import compute_dtype, peak_tflops
 from t2t_repro.training.run import (TrainingRunBase, build_model, check_training_hparams,
@@ -54,6 +54,7 @@ class JaxTrainingRun(TrainingRunBase):
             build_model(model_name, hparams, problem, hparams.dtype_policy), hparams)
         chunk_tokens = hparams_chunk_tokens(hparams)
         train_step = JaxTrainStep(model, place_batch=self._place_batch,
+                                  lookahead=lookahead_pays(devices),
                                   **train_step_arguments(hparams))
         # XLA runs float32 matmuls in TF32 on GPUs that have it, as TensorFlow does.
         device_peak = peak_tflops or peak_tflops_of(devices[0], hparams.dtype_policy)
