@@ -56,21 +56,22 @@ flags.DEFINE_string("score_file", None,
                     "writes each target's log-probability (nats, EOS included) and its pieces.")
 # The files the decoder reads, which --decode_to_file must not replace.
 INPUT_FILE_FLAGS = ("decode_from_file", "decode_reference", "target_prefix_file", "score_file")
-# The files only a search reads: given with --score_file, an error rather than ignored (as
-# are the decode hparams of its output lines and of sampling).
+# The files only a search reads: given with --score_file, an error rather than ignored, as is
+# every decode hparam but the one scoring reads.
 SEARCH_ONLY_FLAGS = ("decode_from_file", "decode_reference", "target_prefix_file")
+SCORING_DECODE_HPARAMS = ("batch_size",)
 
 
 def score(problem, decode_hparams):
     """--score_file: every pair checked and encoded, then scored in batches."""
     from t2t_repro.decoding import file_scoring
     from t2t_repro.decoding.scoring import Scorer
-    from t2t_repro.decoding.text_decoding import (
-        OUTPUT_LINE_DEFAULTS, SAMPLING_DEFAULTS, changed_settings, input_limit)
+    from t2t_repro.decoding.text_decoding import input_limit, unread_settings
 
     given = [f"--{name}" for name in SEARCH_ONLY_FLAGS if FLAGS[name].value]
-    given += [f"decode hparam {setting}" for setting in changed_settings(
-        decode_hparams, {**OUTPUT_LINE_DEFAULTS, **SAMPLING_DEFAULTS})]
+    unread = unread_settings(problem, decode_hparams, SCORING_DECODE_HPARAMS)
+    if unread:
+        given.append(f"decode hparam {', '.join(unread)}")
     if given:
         raise ConfigurationError(f"--score_file scores given translations; it takes no "
                                  f"{', '.join(given)}, which only decoding uses.")

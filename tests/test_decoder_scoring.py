@@ -92,11 +92,14 @@ def test_a_line_without_a_tab_is_an_error_naming_its_line(ende_data_dir, ende_ru
     ("--decode_hparams=return_alignments=true", "decode hparam return_alignments=True"),
     ("--decode_hparams=alignment_layer=0", "decode hparam alignment_layer=0"),
     ("--decode_hparams=beam_size=1,sampling_method=random",
-     "decode hparam sampling_method=random"),
+     "decode hparam beam_size=1, sampling_method=random"),
+    ("--decode_hparams=beam_size=8,alpha=1.0,batch_size=2", "decode hparam beam_size=8, alpha=1.0"),
 ])
 def test_score_file_takes_nothing_only_a_search_reads_or_writes(ende_data_dir, ende_run,
                                                                  score_file, flag, named):
-    """An error, not ignored: scoring has no prefixes, alignments or samples to write."""
+    """An error, not ignored: scoring has no prefixes, alignments or samples to write, and no
+    search whose beam, length penalty or length limit a setting would change (it reads the
+    batch size alone)."""
     message = one_line_error(decoder(ende_data_dir, ende_run, f"--score_file={score_file}",
                                      flag.format(pairs=score_file)))
     assert message == (f"error: --score_file scores given translations; it takes no {named}, "

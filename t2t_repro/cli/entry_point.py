@@ -15,7 +15,6 @@ from t2t_repro.errors import ConfigurationError, UserError
 from t2t_repro.names import PATH_FLAGS
 
 
-
 def report_user_errors(main):
     """`main` that reports a UserError, or a file that cannot be read or written (OSError), as
     `error: <message>` and exit status 1 instead of a traceback. Path flags are read with `~`

@@ -36,14 +36,20 @@ def changed_settings(hparams, defaults):
             if getattr(hparams, name) != default]
 
 
+def unread_settings(problem, hparams, reads):
+    """`changed_settings` of the decode hparams `hparams` (of `problem`) other than the names
+    `reads`: what a command that reads only those would ignore."""
+    return changed_settings(hparams, {
+        name: default for name, default in create_decode_hparams(problem).values().items()
+        if name not in reads})
+
+
 def decode_hparams_read_by(problem, overrides, reads, reader, what_it_reads):
     """`create_decode_hparams(problem, overrides)`, where a setting of a decode hparam other
     than `reads` is an HParamsError naming `reader` and `what_it_reads`, rather than ignored
     by a command that does not read it."""
     hparams = create_decode_hparams(problem, overrides)
-    unread = changed_settings(hparams, {
-        name: default for name, default in create_decode_hparams(problem).values().items()
-        if name not in reads})
+    unread = unread_settings(problem, hparams, reads)
     if unread:
         raise HParamsError(f"{reader} does not read decode hparam {', '.join(unread)}: it "
                            f"reads {what_it_reads}.")

@@ -94,6 +94,8 @@ class JaxTrainStep:
         self.lookahead = lookahead_pays() if lookahead is None else lookahead
         self._variables = (model.trainable_variables, model.non_trainable_variables,
                            model.optimizer.variables)
+        self._all_variables = [variable for variables in self._variables
+                               for variable in variables]
         self._started = None  # the update started ahead, for the next call
         self._assigned = None  # the variables' values as the last call left them
         self._gradients = jax.value_and_grad(self._loss, has_aux=True)
@@ -123,7 +125,7 @@ class JaxTrainStep:
             for variable, value in zip(variables, values):
                 variable.assign(value)
         if self.lookahead:
-            self._assigned = [variable.value for variable in self._all_variables()]
+            self._assigned = [variable.value for variable in self._all_variables]
         return UpdateStats.from_sums(np.sum(sums, axis=0), finite)
 
     def _pull(self, iterator):
@@ -143,13 +145,10 @@ class JaxTrainStep:
     def _state(self):
         return [[variable.value for variable in variables] for variables in self._variables]
 
-    def _all_variables(self):
-        return [variable for variables in self._variables for variable in variables]
-
     def _variables_as_left(self):
         """Whether no one has assigned a variable since the last call."""
         return all(variable.value is value
-                   for variable, value in zip(self._all_variables(), self._assigned))
+                   for variable, value in zip(self._all_variables, self._assigned))
 
     def _start(self, state, micro_batches, iterator):
         """`_Started` with the update's device results `(trainable, non_trainable,
