@@ -41,6 +41,15 @@ def run_decoder(ende_data_dir, output_dir, *args, **kwargs):
                       DECODE_HPARAMS, *args, **kwargs)
 
 
+@pytest.fixture(scope="module")
+def decoded(ende_data_dir, trained_run, test_files):
+    """The decoder's run on the test file with DECODE_HPARAMS alone, which several tests
+    compare against (each would otherwise decode it again)."""
+    result = run_decoder(ende_data_dir, trained_run, f"--decode_from_file={test_files['en']}")
+    assert result.returncode == 0, result.stderr
+    return result
+
+
 def test_decodes_a_file_and_scores_it_as_the_bleu_command_does(ende_data_dir, trained_run,
                                                                 test_files, tmp_path):
     output = tmp_path / "out.de"
@@ -63,9 +72,9 @@ def test_decodes_a_file_and_scores_it_as_the_bleu_command_does(ende_data_dir, tr
     assert bleu.stdout.strip() == result.stdout.strip()
 
 
-def test_stdin_lines_are_decoded_like_the_file(ende_data_dir, trained_run, test_files, tmp_path):
-    from_file = run_decoder(ende_data_dir, trained_run, f"--decode_from_file={test_files['en']}")
-    assert from_file.returncode == 0, from_file.stderr
+def test_stdin_lines_are_decoded_like_the_file(ende_data_dir, trained_run, test_files,
+                                               decoded):
+    from_file = decoded
     typed = run_decoder(ende_data_dir, trained_run,
                         input=test_files["en"].read_text(encoding="utf-8"))
     assert typed.returncode == 0, typed.stderr
@@ -73,11 +82,12 @@ def test_stdin_lines_are_decoded_like_the_file(ende_data_dir, trained_run, test_
     assert len(output_lines(typed.stdout)) == SOURCES
 
 
-def test_decodes_with_the_averaged_checkpoint(ende_data_dir, trained_run, test_files, tmp_path):
+def test_decodes_with_the_averaged_checkpoint(ende_data_dir, trained_run, test_files, decoded,
+                                              tmp_path):
     average = run_module("t2t_repro.avg_checkpoints", f"--output_dir={trained_run}", "--n=2",
                          f"--avg_dir={tmp_path / 'avg'}")
     assert average.returncode == 0, average.stderr
-    latest = run_decoder(ende_data_dir, trained_run, f"--decode_from_file={test_files['en']}")
+    latest = decoded
     averaged = run_decoder(ende_data_dir, tmp_path / "avg",
                            f"--decode_from_file={test_files['en']}")
     by_path = run_decoder(ende_data_dir, trained_run, f"--checkpoint_path={tmp_path / 'avg'}",
@@ -120,8 +130,8 @@ def test_bad_decode_hparams_name_the_setting(ende_data_dir, trained_run, test_fi
 
 
 def test_return_beams_writes_every_hypothesis_with_its_score(ende_data_dir, trained_run,
-                                                             test_files):
-    best = run_decoder(ende_data_dir, trained_run, f"--decode_from_file={test_files['en']}")
+                                                             test_files, decoded):
+    best = decoded
     beams = run_decoder(ende_data_dir, trained_run, f"--decode_from_file={test_files['en']}",
                         "--decode_hparams=beam_size=2,alpha=0.6,extra_length=5,return_beams=true")
     assert beams.returncode == 0, beams.stderr
@@ -136,7 +146,7 @@ def pairs_of(alignment):
 
 
 def test_return_alignments_appends_pharaoh_pairs_of_pieces_or_words(ende_data_dir, trained_run,
-                                                                     test_files):
+                                                                     test_files, decoded):
     """Each line is the best hypothesis, a tab, and its alignment: with pieces, one pair per
     target piece (EOS left out) naming a source piece; with words, the same pairs merged by
     SentencePiece's word starts."""
@@ -145,7 +155,7 @@ def test_return_alignments_appends_pharaoh_pairs_of_pieces_or_words(ende_data_di
 
     vocabulary = TranslateEnde(data_dir=str(ende_data_dir),
                                data_hparams=MULTI30K_DATA_HPARAMS).vocabulary
-    best = run_decoder(ende_data_dir, trained_run, f"--decode_from_file={test_files['en']}")
+    best = decoded
     by_unit = {}
     for unit in ("piece", "word"):
         result = run_decoder(

@@ -30,12 +30,10 @@ STOPPING_TRAINER = pathlib.Path(__file__).parent / "training" / "stopping_traine
 
 
 def start_trainer(output_dir, log_path, temp_dir=None, **stop_at):
-    """The trainer in the background; `stop_at` (T2T_TEST_STOP_* variables, see
-    stopping_trainer.py) makes it stop itself at that point and wait for its kill. `temp_dir`:
-    its temporary folder (TMPDIR)."""
+    """The trainer in the background, stopping itself at `stop_at` (T2T_TEST_STOP_* variables,
+    see stopping_trainer.py) to wait for its kill. `temp_dir`: its temporary folder (TMPDIR)."""
     log = open(log_path, "w")
-    command = [sys.executable, "-u", str(STOPPING_TRAINER)] if stop_at else [
-        sys.executable, "-u", "-m", "t2t_repro.trainer"]
+    command = [sys.executable, "-u", str(STOPPING_TRAINER)]
     stop_variables = {f"T2T_TEST_STOP_{name.upper()}": str(value)
                       for name, value in stop_at.items()}
     return subprocess.Popen(
@@ -70,8 +68,8 @@ def complete_steps_that_load(directory):
     return steps
 
 
-def resumed_step(log_path):
-    match = re.search(r"Resumed from \S+ at step (\d+)\.", open(log_path).read())
+def resumed_step(log):
+    match = re.search(r"Resumed from \S+ at step (\d+)\.", log)
     return int(match.group(1)) if match else 0
 
 
@@ -102,7 +100,7 @@ def test_five_kills_one_mid_checkpoint_each_resume_from_the_newest_complete_chec
         finally:
             process.send_signal(signal.SIGKILL)
             process.wait()
-        assert resumed_step(log_path) == newest_before
+        assert resumed_step(log_path.read_text()) == newest_before
         steps = complete_steps_that_load(output_dir)
         history.append({"kill": kill + 1, "stopped": stop_at, "resumed_from": newest_before,
                         "complete": steps, "partial_left": bool(partial_files(output_dir))})
@@ -111,10 +109,9 @@ def test_five_kills_one_mid_checkpoint_each_resume_from_the_newest_complete_chec
     assert history[2]["partial_left"]  # the kill did land inside a write
     assert history[2]["complete"] == history[1]["complete"]  # which never completed
     assert sorted(os.listdir(temp_dir)) == []
-    log_path = tmp_path / "final.log"
-    final = start_trainer(output_dir, log_path)
-    assert final.wait(timeout=600) == 0, open(log_path).read()[-3000:]
-    assert resumed_step(log_path) == max(history[-1]["complete"], default=0)
+    final = run_trainer(*KILL_RUN, f"--output_dir={output_dir}")  # in this process: no kill
+    assert final.returncode == 0, final.stderr[-3000:]
+    assert resumed_step(final.stdout) == max(history[-1]["complete"], default=0)
     assert not partial_files(output_dir)
     assert complete_steps_that_load(output_dir)[-1] == 30
     print(json.dumps(history))  # the kill log: `pytest -s` shows it
