@@ -8,7 +8,6 @@ Each table's module computes it, adds its subcommand's arguments and prints it; 
 only dispatches.
 """
 
-import argparse
 import os
 import sys
 
@@ -22,6 +21,7 @@ from t2t_repro.cli import quiet_tensorflow  # noqa: E402
 # would precede the table.
 quiet_tensorflow.import_tensorflow()
 
+from t2t_repro.cli.one_line_parser import OneLineErrorParser  # noqa: E402
 from t2t_repro.tables import layer_complexity, parameter_counts, training_cost  # noqa: E402
 
 _TABLE1 = ("Table 1 measured here: time and memory of one self-attention, restricted "
@@ -40,7 +40,7 @@ _TABLES = (
 
 
 def _parser():
-    parser = argparse.ArgumentParser(
+    parser = OneLineErrorParser(
         prog="python -m t2t_repro.paper",
         description="Compare this implementation with figures printed in the paper.",
     )

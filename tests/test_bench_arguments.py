@@ -36,11 +36,13 @@ def test_values_out_of_range_are_refused_saying_what_is_wanted(parse, text, mess
 
 
 def test_a_benchmark_refuses_a_count_out_of_range_before_loading_anything(capsys):
-    """Exit status 2 and argparse's usage error, not an IndexError once the data is read."""
+    """Exit status 2 and argparse's usage error in one line, not an IndexError once the data
+    is read."""
     from t2t_repro.bench import decode
 
     with pytest.raises(SystemExit) as exit:
         decode.main(["--sentences=0"])
     assert exit.value.code == 2
-    assert ("argument --sentences: must be a whole number of at least 1, got '0'"
-            in capsys.readouterr().err)
+    assert capsys.readouterr().err == (
+        "error: python -m t2t_repro.bench decode: argument --sentences: must be a whole number "
+        "of at least 1, got '0' (--help lists the flags)\n")

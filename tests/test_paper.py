@@ -255,7 +255,8 @@ def test_bad_input_exits_non_zero_with_message(argv, message, capsys):
     with pytest.raises(SystemExit) as exit_info:
         paper.main(argv)
     assert exit_info.value.code != 0
-    assert message in capsys.readouterr().err
+    (line,) = capsys.readouterr().err.splitlines()  # one line, as the absl commands' errors
+    assert line.startswith("error: python -m t2t_repro.paper") and message in line
 
 
 def test_help_explains_the_default_vocabulary(capsys):

@@ -24,7 +24,6 @@ weights written once for all of them; its peak memory is that process's peak res
 (the framework, the model, its decoding).
 """
 
-import argparse
 import importlib.util
 import os
 import tempfile
@@ -38,6 +37,7 @@ from t2t_repro.bench.newstest import (newstest2014, shared_vocabulary_problem,
                                       shared_vocabulary_problem_in)
 from t2t_repro.bench.peak_memory import run_in_own_process
 from t2t_repro.bench.pipeline import DEFAULT_DATA_ROOT
+from t2t_repro.cli.one_line_parser import OneLineErrorParser
 
 BATCH_SIZE = 32
 BEAM_SIZE = 4
@@ -174,8 +174,8 @@ def write_models(problem, work, with_peer):
 
 
 def main(argv):
-    parser = argparse.ArgumentParser(prog="python -m t2t_repro.bench decode",
-                                     description=__doc__.split("\n\n")[0])
+    parser = OneLineErrorParser(prog="python -m t2t_repro.bench decode",
+                                description=__doc__.split("\n\n")[0])
     parser.add_argument("--data_root", default=DEFAULT_DATA_ROOT,
                         help="the shared data folder holding multi30k_ende/ and wmt14_ende/")
     parser.add_argument("--sentences", type=positive_int, default=500,

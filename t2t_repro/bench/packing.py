@@ -15,7 +15,6 @@ step on a batch of each shape among them and `--warmup` more, each backend and b
 process of its own with its peak memory.
 """
 
-import argparse
 import os
 import tempfile
 import time
@@ -26,6 +25,7 @@ from t2t_repro.bench.arguments import comma_list, non_negative_int, positive_int
 from t2t_repro.bench.newstest import encode_with_shared_vocabulary, newstest2014
 from t2t_repro.bench.peak_memory import run_in_own_process
 from t2t_repro.bench.pipeline import DEFAULT_DATA_ROOT
+from t2t_repro.cli.one_line_parser import OneLineErrorParser
 
 MAX_LENGTH = 256
 BATCHINGS = ("bucketed", "bucketed to fixed shapes", "packed")
@@ -118,8 +118,8 @@ def measure(backend, pairs, batching, batch_tokens, steps, warmup, overrides):
 
 
 def main(argv):
-    parser = argparse.ArgumentParser(prog="python -m t2t_repro.bench packing",
-                                     description=__doc__.split("\n\n")[0])
+    parser = OneLineErrorParser(prog="python -m t2t_repro.bench packing",
+                                description=__doc__.split("\n\n")[0])
     parser.add_argument("--data_root", default=DEFAULT_DATA_ROOT)
     parser.add_argument("--batch_tokens", type=comma_list(positive_int), default=[4096],
                         help="comma-separated budgets (the paper's: 25000)")

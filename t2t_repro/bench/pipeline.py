@@ -19,7 +19,6 @@ Tokens are real (non-padding) source plus target tokens. Multi30k has no WMT dow
 files come from `--data_root` (the project's shared data), laid out as translate_ende expects.
 """
 
-import argparse
 import os
 import statistics
 import tempfile
@@ -27,6 +26,7 @@ import time
 
 from t2t_repro.bench.arguments import positive_int
 from t2t_repro.bench.peak_memory import peak_bytes, reset_peak
+from t2t_repro.cli.one_line_parser import OneLineErrorParser
 
 DEFAULT_DATA_ROOT = os.environ.get(
     "T2T_TEST_DATA", os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared", "data")
@@ -140,8 +140,8 @@ def training_rates(problem, hparams, steps, batch_size):
 
 
 def main(argv):
-    parser = argparse.ArgumentParser(prog="python -m t2t_repro.bench pipeline",
-                                     description=__doc__.split("\n\n")[0])
+    parser = OneLineErrorParser(prog="python -m t2t_repro.bench pipeline",
+                                description=__doc__.split("\n\n")[0])
     parser.add_argument("--data_root", default=DEFAULT_DATA_ROOT,
                         help="the shared data folder holding multi30k_ende/ and wmt14_ende/")
     parser.add_argument("--vocab_size", type=positive_int, default=37000,

@@ -19,12 +19,12 @@ ratio (output over reference words, sacreBLEU's), the mean output pieces and the
 the header says how far each search's own scores are from the rescoring.
 """
 
-import argparse
 import os
 
 import numpy as np
 
 from t2t_repro.bench.arguments import comma_list, non_negative_float, positive_int
+from t2t_repro.cli.one_line_parser import OneLineErrorParser
 from t2t_repro.decoding.beam_search import length_penalty
 from t2t_repro.decoding.precision import PRECISIONS, model_in_precision
 from t2t_repro.errors import ConfigurationError
@@ -87,8 +87,8 @@ def search_error_count(beam_objectives, greedy_objectives):
 
 
 def main(argv):
-    parser = argparse.ArgumentParser(prog="python -m t2t_repro.bench search",
-                                     description=__doc__.split("\n\n")[0])
+    parser = OneLineErrorParser(prog="python -m t2t_repro.bench search",
+                                description=__doc__.split("\n\n")[0])
     parser.add_argument("--output_dir", required=True, help="a trained run")
     parser.add_argument("--checkpoint_path", default=None,
                         help="a checkpoint file or folder (default: the run's newest)")

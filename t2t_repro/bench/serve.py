@@ -17,7 +17,6 @@ the translations, errors over the whole run, and the server's resident memory (V
 and after the load. The server is stopped on every way out, Ctrl-C included.
 """
 
-import argparse
 import http.client
 import itertools
 import math
@@ -30,6 +29,7 @@ from t2t_repro.bench.arguments import (non_negative_float, non_negative_int,
                                        positive_float, positive_int)
 from t2t_repro.bench.pipeline import DEFAULT_DATA_ROOT
 from t2t_repro.bench.report import format_table
+from t2t_repro.cli.one_line_parser import OneLineErrorParser
 from t2t_repro.errors import ConfigurationError
 from t2t_repro.serving.client import QueryError, parse_predictions, predict_path, request_body
 from t2t_repro.serving.local_server import HOST, LocalServer
@@ -144,8 +144,8 @@ def table_rows(first, second, second_name):
 
 
 def main(argv):
-    parser = argparse.ArgumentParser(prog="python -m t2t_repro.bench serve",
-                                     description=__doc__.split("\n\n")[0])
+    parser = OneLineErrorParser(prog="python -m t2t_repro.bench serve",
+                                description=__doc__.split("\n\n")[0])
     parser.add_argument("--export_dir", required=True,
                         help="the exporter's folder of versions (RUN/export)")
     parser.add_argument("--model_name", default="default")

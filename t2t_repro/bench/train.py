@@ -22,7 +22,6 @@ that both sides train the same model: their trainable parameter counts, which di
 what PyTorch's layers add.
 """
 
-import argparse
 import importlib.util
 import itertools
 import os
@@ -36,6 +35,7 @@ from t2t_repro.bench.arguments import non_negative_int, positive_int
 from t2t_repro.bench.newstest import encode_with_shared_vocabulary, newstest2014
 from t2t_repro.bench.peak_memory import run_in_own_process
 from t2t_repro.bench.pipeline import DEFAULT_DATA_ROOT
+from t2t_repro.cli.one_line_parser import OneLineErrorParser
 
 GOAL_TIMES_TORCH_COMPILE = 1.2
 OURS = "t2t_repro, as the trainer runs it"
@@ -132,8 +132,8 @@ def contender_names(skip_peer):
 
 
 def main(argv):
-    parser = argparse.ArgumentParser(prog="python -m t2t_repro.bench train",
-                                     description=__doc__.split("\n\n")[0])
+    parser = OneLineErrorParser(prog="python -m t2t_repro.bench train",
+                                description=__doc__.split("\n\n")[0])
     parser.add_argument("--data_root", default=DEFAULT_DATA_ROOT,
                         help="the shared data folder holding multi30k_ende/ and wmt14_ende/")
     parser.add_argument("--batch_tokens", type=positive_int, default=4096,

@@ -34,7 +34,6 @@ device's dense peak at that dtype (`peak_flops`: TF32 for float32, which XLA use
 GPUs; `--peak_tflops` replaces it for every dtype).
 """
 
-import argparse
 import importlib.util
 import itertools
 import os
@@ -51,6 +50,7 @@ from t2t_repro.bench.newstest import encode_with_shared_vocabulary, newstest2014
 from t2t_repro.bench.peak_memory import peak_bytes, reset_peak, run_in_own_process
 from t2t_repro.bench.pipeline import DEFAULT_DATA_ROOT
 from t2t_repro.bench.train import median_batch, median_step_seconds
+from t2t_repro.cli.one_line_parser import OneLineErrorParser
 
 OURS = "t2t_repro (JAX)"
 
@@ -112,8 +112,8 @@ def our_device(dtype_policy, peak_tflops):
 
 
 def main(argv):
-    parser = argparse.ArgumentParser(prog="python -m t2t_repro.bench train --backend=jax",
-                                     description=__doc__.split("\n\n")[0])
+    parser = OneLineErrorParser(prog="python -m t2t_repro.bench train --backend=jax",
+                                description=__doc__.split("\n\n")[0])
     parser.add_argument("--data_root", default=DEFAULT_DATA_ROOT)
     parser.add_argument("--batch_tokens", type=positive_int, default=25000,
                         help="padded target tokens per batch (the paper's: ~25,000)")
