@@ -25,7 +25,6 @@ from absl import flags  # noqa: E402
 from t2t_repro.cli import entry_point, output_paths, problem_flags, run_flags  # noqa: E402,F401
 from t2t_repro.cli.entry_point import check_usage  # noqa: E402
 from t2t_repro.errors import ConfigurationError  # noqa: E402
-from t2t_repro.metrics.bleu import check_language_code  # noqa: E402
 
 FLAGS = flags.FLAGS
 
@@ -78,6 +77,7 @@ def source_and_target(name):
 def main(argv):
     from t2t_repro.importing import marian
     from t2t_repro.importing.run_folder import write_run
+    from t2t_repro.metrics.bleu import check_language_code
 
     check_usage(argv, ("format", "output_dir", "source_language", "target_language"))
     for name in ("source_language", "target_language"):

@@ -46,21 +46,17 @@ flags.DEFINE_string("schedule_hparams_set", None,
                     "Plot this registered set's learning-rate schedule instead of the run's.")
 
 
-# What the search that translates --inputs reads (without --targets).
-SEARCH_DECODE_HPARAMS = ("beam_size", "alpha", "extra_length", "sampling_method",
-                         "sampling_temp", "sampling_keep_top_k", "sampling_keep_top_p")
-
-
 def translation_decode_hparams(problem):
     """--decode_hparams for the model's own translation of --inputs: ConfigurationError with
     --targets (no search runs), HParamsError for a setting the search does not read."""
-    from t2t_repro.decoding.text_decoding import decode_hparams_read_by
+    from t2t_repro.decoding.text_decoding import SAMPLING_DEFAULTS, decode_hparams_read_by
 
     if FLAGS.targets and FLAGS.decode_hparams:
         raise ConfigurationError("--decode_hparams sets the search that translates --inputs; "
                                  "with --targets none runs: leave one of them out.")
+    search_reads = ("beam_size", "alpha", "extra_length", *SAMPLING_DEFAULTS)
     return decode_hparams_read_by(
-        problem, FLAGS.decode_hparams, SEARCH_DECODE_HPARAMS, "t2t_repro.visualize",
+        problem, FLAGS.decode_hparams, search_reads, "t2t_repro.visualize",
         "beam_size, alpha, extra_length and the sampling hparams, for one translation")
 
 

@@ -97,7 +97,7 @@ def lookahead_cases(model, plain, union):
     from them), new_iterator (the second call takes another iterator's batch, not the first
     iterator's pulled ahead), failing (an iterator that raises after one batch: the first
     call returns its update, the second raises the error, `ahead_failing_error`) and
-    accumulated (two updates of two micro-batches each)."""
+    accumulated (two updates of two micro-batches each, against a plain step of two)."""
     first, second, third = union, *(re_paired(union, shift) for shift in (1, 2))
     ahead = new_step(model, lookahead=True)
     results = {}
@@ -128,12 +128,11 @@ def lookahead_cases(model, plain, union):
     except ValueError as error:
         results["ahead_failing_error"] = str(error)
     record("plain_failing", [lambda: plain(iter([first]))])
-    # Its plain updates: each call with a new iterator, whose update runs from the variables
-    # (as new_iterator shows), in the functions already compiled.
     pairs, ahead_two = iter([first, second, third, first]), new_step(model, 2, lookahead=True)
+    plain_two = new_step(model, 2, lookahead=False)
     record("ahead_accumulated", [lambda: ahead_two(pairs)] * 2)
-    record("plain_accumulated", [lambda: ahead_two(iter([first, second])),
-                                 lambda: ahead_two(iter([third, first]))])
+    record("plain_accumulated", [lambda: plain_two(iter([first, second])),
+                                 lambda: plain_two(iter([third, first]))])
     return results
 
 
