@@ -81,7 +81,8 @@ def test_averages_what_there_is_into_a_loadable_output_dir(trained_run):
     before = digests(trained_run)
     result = average(f"--output_dir={trained_run}", "--n=5")
     assert result.returncode == 0, result.stderr
-    assert "Only 3 checkpoint(s)" in result.stdout
+    assert (f"Only 3 checkpoint(s) in {trained_run}, fewer than the 5 asked for; averaging all "
+            f"of them.") in result.stdout
     assert "steps 2, 4, 6" in result.stdout
 
     avg_dir = trained_run / "averaged"

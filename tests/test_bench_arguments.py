@@ -46,3 +46,51 @@ def test_a_benchmark_refuses_a_count_out_of_range_before_loading_anything(capsys
     assert capsys.readouterr().err == (
         "error: python -m t2t_repro.bench decode: argument --sentences: must be a whole number "
         "of at least 1, got '0' (--help lists the flags)\n")
+
+
+@pytest.mark.parametrize("flags, backend, rest", [
+    (["--steps=2"], "tensorflow", ["--steps=2"]),
+    (["--steps=2", "--backend=jax", "--skip_peer"], "jax", ["--steps=2", "--skip_peer"]),
+    (["--backend", "jax", "--steps=2"], "jax", ["--steps=2"]),
+    (["--backend", "tensorflow"], "tensorflow", []),
+])
+def test_the_backend_flag_is_taken_out_in_either_form(flags, backend, rest):
+    from t2t_repro.bench.__main__ import split_backend_flag
+
+    assert split_backend_flag(flags) == (backend, rest)
+
+
+@pytest.mark.parametrize("argv, message", [
+    ([], "name a benchmark first: decode, packing, pipeline, search, serve, train (each takes "
+         "--help)"),
+    (["decoding"], "name a benchmark first: decode, packing, pipeline, search, serve, train "
+                   "(each takes --help)"),
+    (["decode", "--backend", "jax"],
+     "bench decode has no --backend=jax; it runs on TensorFlow (leave --backend out)"),
+    (["train", "--backend=pytorch"], "--backend must be tensorflow or jax, got 'pytorch'"),
+    (["train", "--backend"], "--backend needs a value: tensorflow or jax"),
+])
+def test_a_benchmark_or_backend_it_lacks_is_a_one_line_usage_error(capsys, argv, message):
+    from t2t_repro.bench.__main__ import main
+
+    with pytest.raises(SystemExit) as exit:
+        main(["bench", *argv])
+    assert exit.value.code == 2
+    assert capsys.readouterr().err == f"error: python -m t2t_repro.bench: {message}\n"
+
+
+def test_help_lists_the_benchmarks(capsys):
+    from t2t_repro.bench.__main__ import BENCHMARKS, main
+
+    main(["bench", "--help"])
+    assert capsys.readouterr().out.splitlines()[-1] == (
+        f"benchmarks: {', '.join(sorted(BENCHMARKS))}")
+
+
+def test_the_tensorflow_backend_named_reaches_the_benchmarks_own_parser(capsys):
+    from t2t_repro.bench.__main__ import main
+
+    with pytest.raises(SystemExit) as exit:
+        main(["bench", "decode", "--backend", "tensorflow", "--sentences=0"])
+    assert exit.value.code == 2
+    assert "argument --sentences: must be a whole number of at least 1" in capsys.readouterr().err

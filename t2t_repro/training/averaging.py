@@ -137,8 +137,8 @@ def average_run(output_dir, avg_dir, n, last=None, print_fn=print):
     if not found:
         raise ConfigurationError(f"No checkpoints (ckpt-<step>.weights.h5) in {output_dir}.")
     if len(found) < n:
-        print_fn(f"Only {len(found)} checkpoint(s) in {output_dir}, fewer than --n={n}; "
-                 f"averaging all of them.")
+        print_fn(f"Only {len(found)} checkpoint(s) in {output_dir}, fewer than the {n} asked "
+                 f"for; averaging all of them.")
     chosen = found[-n:]
     steps = [step for step, _ in chosen]
     path = average_checkpoints([path for _, path in chosen],
