@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from step_cases import HPARAMS, micro_batch, new_model
+from step_cases import HPARAMS, adam_moments, micro_batch, new_model
 from t2t_repro.hparams import create_hparams
 from t2t_repro.training.checkpoints import CheckpointManager
 from t2t_repro.training.tensorflow.train_step import TensorFlowTrainStep
@@ -52,11 +52,28 @@ def test_bfloat16_loss_curve_stays_close_to_float32():
     assert relative.max() < 0.08
 
 
-def float16_model_and_step():
+def float16_model_and_step(clip_norm=0.0):
     hparams = create_hparams("transformer_tiny", f"{HPARAMS},dtype_policy=mixed_float16")
     model = new_model(hparams, dtype_policy="mixed_float16")
     assert isinstance(model.optimizer, keras.optimizers.LossScaleOptimizer)
-    return model, TensorFlowTrainStep(model, tf.distribute.get_strategy(), hparams.label_smoothing)
+    return model, TensorFlowTrainStep(model, tf.distribute.get_strategy(), hparams.label_smoothing,
+                                      clip_norm=clip_norm)
+
+
+def test_a_float16_update_is_clipped_to_the_norm_of_the_unscaled_gradient():
+    """Under loss scaling the step's gradients are the loss scale (2^15 at first) times the
+    true ones; clipped as they are, the true gradient would be clipped to clip_norm / 2^15.
+    After one update Adam's first moments are (1 - β1) times the clipped gradient, so their
+    global norm is (1 - β1) · clip_norm."""
+    clip_norm = 0.05
+    model, step = float16_model_and_step(clip_norm)
+    step(batches_iterator([micro_batch(0, 4, 6, 5)]))
+    assert float(model.optimizer.dynamic_scale.numpy()) == 2.0 ** 15
+    assert int(model.optimizer.iterations.numpy()) == 1
+    moments = [np.asarray(m, np.float64) for m in adam_moments(model)]
+    norm = np.sqrt(sum(np.square(m).sum() for m in moments))
+    assert norm == pytest.approx((1 - model.optimizer.inner_optimizer.beta_1) * clip_norm,
+                                 rel=1e-5)
 
 
 def test_float16_overflow_skips_the_step_and_halves_the_scale():

@@ -43,7 +43,8 @@ class TensorFlowTrainStep:
         smoothing: label smoothing ε of the loss.
         accumulation_steps: micro-batches per update (k ≥ 1).
         clip_norm: clip the global batch's gradient to this global norm (0: no clipping). The
-            norm is taken after summing over replicas, so it is the global batch's norm.
+            norm is taken after summing over replicas, so it is the global batch's norm, and
+            of the unscaled gradient under loss scaling.
         jit_compile: compile each replica's work with XLA.
         loss_chunk_tokens: target positions per chunk of the loss (`chunked_loss`).
 
@@ -153,7 +154,7 @@ class TensorFlowTrainStep:
         if self._sum_before_apply:
             gradients = context.all_reduce(tf.distribute.ReduceOp.SUM, gradients)
         if self.clip_norm:
-            gradients, _ = tf.clip_by_global_norm(gradients, self.clip_norm)
+            gradients, _ = tf.clip_by_global_norm(gradients, self._scaled_clip_norm())
         finite = tf.math.is_finite(stats[0])
         if not self.loss_scaling:  # with loss scaling, overflowing gradients skip the step
             finite = tf.logical_and(finite, _all_finite(gradients))
@@ -161,6 +162,13 @@ class TensorFlowTrainStep:
             gradients = [g / self.strategy.num_replicas_in_sync for g in gradients]
         self.model.optimizer.apply(gradients, self._variables)
         return stats, tf.cast(tf.logical_not(finite), tf.float32)
+
+    def _scaled_clip_norm(self):
+        """The clip norm for the gradients as computed: under loss scaling they are the loss
+        scale times the true ones (the optimizer divides it out), so the norm is scaled too."""
+        if not self.loss_scaling:
+            return self.clip_norm
+        return self.clip_norm * tf.cast(self.model.optimizer.dynamic_scale, tf.float32)
 
     def _distributed_accumulate(self, batch, global_tokens):
         stats = self.strategy.run(self._replica_accumulate, args=(batch, global_tokens))
