@@ -18,6 +18,10 @@ union (`union_*`). From that checkpoint's weights this writes to OUTPUT_DIR/resu
   as the train step jits it (`compiler_options`) and as a plain `jax.jit` would;
 - ahead_*, plain_*: weights after updates started ahead and after plain ones
   (`lookahead_cases`);
+- float16_*: under mixed_float16 (loss scaling), after one update from the two micro-batches
+  clipped to clip_norm: loss, weights, Adam's first moments (`float16_moment_*`), the update
+  count and the loss scale; float16_overflow_*: the same update with the loss scale planted at
+  2^100, so that the scaled gradients overflow;
 - embedding_gradient: the gradient of Σ embed(`embedding_ids`) · `embedding_weights` with
   respect to the matrix of a mixed_bfloat16 `SharedEmbedding` of `embedding_shape`, and
   embedding_scatter_types: the element types of the scatters that gradient's program holds.
@@ -35,7 +39,7 @@ import jax.numpy as jnp  # noqa: E402
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
-from step_cases import new_model  # noqa: E402
+from step_cases import adam_moments, new_model  # noqa: E402
 from tensorflow_modules import exit_if_tensorflow_was_imported  # noqa: E402
 from t2t_repro.hparams import create_hparams  # noqa: E402
 from t2t_repro.layers import SharedEmbedding  # noqa: E402
@@ -136,6 +140,30 @@ def lookahead_cases(model, plain, union):
     return results
 
 
+def float16_cases(micro_batches, clip_norm):
+    """`float16_*` and `float16_overflow_*` (module docstring)."""
+    hparams = create_hparams("transformer_tiny",
+                             f"{cases['hparams']},dtype_policy=mixed_float16")
+    model = new_model(hparams, dtype_policy="mixed_float16")
+    results = {}
+    for name, planted_scale in (("float16", None), ("float16_overflow", 2.0 ** 100)):
+        model.load_weights(str(cases["checkpoint"]))
+        for variable in model.optimizer.variables:
+            variable.assign(np.zeros(variable.shape, variable.dtype))
+        model.optimizer.dynamic_scale.assign(planted_scale or model.optimizer.initial_scale)
+        step = JaxTrainStep(model, hparams.label_smoothing, accumulation_steps=2,
+                            clip_norm=clip_norm)
+        stats = step(iter(micro_batches))
+        results.update({f"{name}_loss": stats.loss_sum / stats.target_tokens,
+                        f"{name}_finite": stats.finite,
+                        f"{name}_iterations": int(model.optimizer.iterations.value),
+                        f"{name}_scale": float(model.optimizer.dynamic_scale.value)})
+        results.update({f"{name}_weight_{i}": np.asarray(w)
+                        for i, w in enumerate(model.get_weights())})
+        results.update({f"{name}_moment_{i}": m for i, m in enumerate(adam_moments(model))})
+    return results
+
+
 def re_paired(batch, shift):
     """`batch` with its sources moved `shift` rows down: another batch of the same shape."""
     features, targets = batch
@@ -184,6 +212,7 @@ results["packed_loss"] = loss
 results.update({f"packed_weight_{i}": w for i, w in enumerate(weights)})
 
 results.update(lookahead_cases(model, step, union))
+results.update(float16_cases([batch(cases, "a"), batch(cases, "b")], float(cases["clip_norm"])))
 
 results["embedding_gradient"], results["embedding_scatter_types"] = (
     mixed_precision_embedding_gradient(

@@ -7,7 +7,7 @@ import keras
 from t2t_repro.data.array_batches import prefetched
 from t2t_repro.data.problem import EVAL, TRAIN
 from t2t_repro.training.chunked_loss import hparams_chunk_tokens
-from t2t_repro.training.jax.train_step import JaxTrainStep, check_dtype_policy, lookahead_pays
+from t2t_repro.training.jax.train_step import JaxTrainStep, lookahead_pays
 from t2t_repro.training.local_evaluation import LocalEvaluator
 from t2t_repro.training.peak_flops import compute_dtype, peak_tflops
 from t2t_repro.training.run import (TrainingRunBase, build_model, check_training_hparams,
@@ -44,7 +44,6 @@ class JaxTrainingRun(TrainingRunBase):
 
     def __init__(self, problem, hparams, output_dir, model_name="transformer", devices=None,
                  seed=None, peak_tflops=None, **kwargs):
-        check_dtype_policy(hparams.dtype_policy)  # before anything is read or built
         devices = devices or jax.local_devices()
         check_training_hparams(hparams, len(devices))
         for mode in (TRAIN, EVAL):  # missing arrays are an error before anything is written

@@ -24,21 +24,12 @@ from typing import NamedTuple, Optional
 
 import jax
 import jax.numpy as jnp
+import keras
 import numpy as np
 
-from t2t_repro.hparams import HParamsError
 from t2t_repro.training.jax.compiler_options import train_step_jit_options
 from t2t_repro.training.chunked_loss import DEFAULT_CHUNK_TOKENS, chunked_loss_sums
 from t2t_repro.training.update_stats import UpdateStats, batch_stats
-
-
-def check_dtype_policy(dtype_policy):
-    """Raises HParamsError for mixed_float16: its float16 gradients need loss scaling, which
-    training under JAX does not do."""
-    if dtype_policy == "mixed_float16":
-        raise HParamsError("hparam dtype_policy=mixed_float16 needs loss scaling, which "
-                           "training under JAX does not do; use dtype_policy=mixed_bfloat16 "
-                           "(or KERAS_BACKEND=tensorflow).")
 
 
 def lookahead_pays(devices=None):
@@ -64,27 +55,30 @@ class JaxTrainStep:
     Args:
         model: a compiled, built Keras model (its optimizer built too), whose call takes
             `project=False` (`Transformer.call`): the loss projects its hidden states a chunk
-            at a time.
+            at a time. `model.optimizer` may be a `keras.optimizers.LossScaleOptimizer`
+            (float16 training): the loss is scaled by its dynamic scale, and an update whose
+            gradients overflow is skipped by it (the step counter does not advance) while the
+            scale halves, as `TensorFlowTrainStep` does.
         smoothing: label smoothing ε of the loss.
         accumulation_steps: micro-batches per update (k ≥ 1); their gradients are summed
             before the one update, so k batches equal one batch of their union.
-        clip_norm: clip the update's gradient to this global norm (0: no clipping).
+        clip_norm: clip the update's gradient to this global norm (0: no clipping); under loss
+            scaling, the norm of the unscaled gradient.
         place_batch: puts a batch's arrays on the devices (e.g. sharded over them); default:
             left to JAX.
         loss_chunk_tokens: target positions per chunk of the loss (`chunked_loss`).
         lookahead: start the next update before waiting for this one (module docstring);
             None: where `lookahead_pays`.
 
-    Returns (from a call): `UpdateStats` of the update. `finite` is False when the loss or a
-    gradient was not finite: the update has then been applied with non-finite values, and the
-    caller must stop without saving the weights.
+    Returns (from a call): `UpdateStats` of the update. `finite` is False when the loss or,
+    without loss scaling, a gradient was not finite: the update has then been applied with
+    non-finite values, and the caller must stop without saving the weights.
     """
 
     def __init__(self, model, smoothing, accumulation_steps=1, clip_norm=0.0,
                  place_batch=None, loss_chunk_tokens=DEFAULT_CHUNK_TOKENS, lookahead=None):
         if accumulation_steps < 1:
             raise ValueError(f"accumulation_steps must be at least 1, got {accumulation_steps}.")
-        check_dtype_policy(model.dtype_policy.name)
         self.model = model
         self.smoothing = smoothing
         self.accumulation_steps = accumulation_steps
@@ -92,6 +86,12 @@ class JaxTrainStep:
         self.loss_chunk_tokens = loss_chunk_tokens
         self.place_batch = place_batch or (lambda batch: batch)
         self.lookahead = lookahead_pays() if lookahead is None else lookahead
+        optimizer = model.optimizer
+        self.loss_scaling = isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
+        self._scale_index = None
+        if self.loss_scaling:
+            self._scale_index = next(index for index, variable in enumerate(optimizer.variables)
+                                     if variable is optimizer.dynamic_scale)
         self._variables = (model.trainable_variables, model.non_trainable_variables,
                            model.optimizer.variables)
         self._all_variables = [variable for variables in self._variables
@@ -156,10 +156,12 @@ class JaxTrainStep:
         global_tokens = np.float32(sum(np.count_nonzero(targets)
                                        for _, targets in micro_batches))
         trainable, non_trainable, optimizer_state = state
+        loss_scale = self._loss_scale(optimizer_state)
         gradient_sum, sums = None, []
         for batch in micro_batches[:-1]:
             gradient_sum, non_trainable, stats = self._accumulate(
-                trainable, non_trainable, gradient_sum, self.place_batch(batch), global_tokens)
+                trainable, non_trainable, gradient_sum, self.place_batch(batch), global_tokens,
+                loss_scale)
             sums.append(stats)
         trainable, non_trainable, optimizer_state, stats, finite = self._update(
             trainable, non_trainable, optimizer_state, gradient_sum,
@@ -168,30 +170,42 @@ class JaxTrainStep:
         return _Started(iterator, micro_batches,
                         (trainable, non_trainable, optimizer_state, sums, finite))
 
-    def _loss(self, trainable, non_trainable, batch, global_tokens):
+    def _loss_scale(self, optimizer_state):
+        """The loss scale in `optimizer_state` (a device scalar), or None without scaling."""
+        return optimizer_state[self._scale_index] if self.loss_scaling else None
+
+    def _loss(self, trainable, non_trainable, batch, global_tokens, loss_scale):
         features, targets = batch
         (hidden, projection, bias), non_trainable = self.model.stateless_call(
             trainable, non_trainable, features, training=True, project=False)
         loss_sum, nll_sum, correct = chunked_loss_sums(
             hidden, projection, targets, self.smoothing, self.loss_chunk_tokens, bias)
         loss = loss_sum / jnp.maximum(global_tokens, 1.0)
+        if loss_scale is not None:
+            loss = loss * loss_scale
         return loss, (non_trainable, batch_stats(features, targets, loss_sum, nll_sum, correct))
 
     def _accumulate_micro_batch(self, trainable, non_trainable, gradient_sum, batch,
-                                global_tokens):
+                                global_tokens, loss_scale):
         (_, (non_trainable, stats)), gradients = self._gradients(
-            trainable, non_trainable, batch, global_tokens)
+            trainable, non_trainable, batch, global_tokens, loss_scale)
         return _add(gradient_sum, gradients), non_trainable, stats
 
     def _apply_update(self, trainable, non_trainable, optimizer_state, gradient_sum, batch,
                       global_tokens):
+        loss_scale = self._loss_scale(optimizer_state)
         (_, (non_trainable, stats)), gradients = self._gradients(
-            trainable, non_trainable, batch, global_tokens)
+            trainable, non_trainable, batch, global_tokens, loss_scale)
         gradients = _add(gradient_sum, gradients)
         if self.clip_norm:
-            gradients = _clip_by_global_norm(gradients, self.clip_norm)
-        finite = jnp.logical_and(jnp.isfinite(stats[0]), jnp.all(jnp.asarray(
-            [jnp.all(jnp.isfinite(g)) for g in gradients])))
+            # Scaled gradients: the loss scale times the true ones (the optimizer divides it
+            # out), so the norm is scaled too.
+            gradients = _clip_by_global_norm(
+                gradients, self.clip_norm * (1.0 if loss_scale is None else loss_scale))
+        finite = jnp.isfinite(stats[0])
+        if not self.loss_scaling:  # with loss scaling, overflowing gradients skip the step
+            finite = jnp.logical_and(finite, jnp.all(jnp.asarray(
+                [jnp.all(jnp.isfinite(g)) for g in gradients])))
         trainable, optimizer_state = self.model.optimizer.stateless_apply(
             optimizer_state, gradients, trainable)
         return trainable, non_trainable, optimizer_state, stats, finite
