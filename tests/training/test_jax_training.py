@@ -323,7 +323,8 @@ def test_the_jax_trainer_refuses_multi_worker_clearly(tmp_path):
     assert result.returncode == 1
     assert "Traceback" not in result.stderr
     last_line = result.stderr.strip().splitlines()[-1]
-    assert last_line.startswith("error: ") and "multi_worker is not supported under JAX" in last_line
+    assert last_line.startswith("error: ")
+    assert "multi_worker is not supported under JAX" in last_line
     assert not (tmp_path / "a").exists()
 
 
