@@ -1,5 +1,6 @@
-"""One optimizer update under JAX: the loss, accumulation, clipping and finite check of the
-TensorFlow `TensorFlowTrainStep`, as jitted pure functions of the model's variables.
+"""One optimizer update under JAX: the loss, accumulation, clipping, float16 loss scaling and
+finite check of the TensorFlow `TensorFlowTrainStep`, as jitted pure functions of the model's
+variables.
 
 The loss of an update is the mean label-smoothed cross-entropy over all non-padding target
 tokens of its global batch (all micro-batches, all devices). The token count comes from the
