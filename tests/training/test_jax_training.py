@@ -329,8 +329,10 @@ def test_the_jax_trainer_refuses_multi_worker_clearly(tmp_path):
 
 
 def test_the_jax_trainer_trains_in_float16_and_tensorflow_resumes_its_loss_scale(tmp_path):
-    """A mixed_float16 run under JAX: its checkpoint holds the loss scale (2^15, not yet
-    grown) beside the step count, and a TensorFlow float16 model restores both."""
+    """A mixed_float16 run under JAX evaluates to a finite loss, its checkpoint holds the loss
+    scale (2^15, not yet grown) beside the step count, and a TensorFlow float16 model restores
+    both."""
+    from conftest import read_scalars
     from t2t_repro import registry
     from t2t_repro.training.checkpoints import CheckpointManager
     from t2t_repro.training.run import build_model, compile_for_training
@@ -343,6 +345,8 @@ def test_the_jax_trainer_trains_in_float16_and_tensorflow_resumes_its_loss_scale
                          f"--output_dir={output_dir}")
     assert result.returncode == 0, result.stderr[-3000:]
     assert [step for step, _ in checkpoints.list_checkpoints(output_dir)] == [2]
+    evaluation_loss = read_scalars(output_dir / "eval")["loss"]
+    assert list(evaluation_loss) == [2] and np.isfinite(evaluation_loss[2])
     hparams = create_hparams("transformer_tiny", f"{MECHANICS_HPARAMS.split('=', 1)[1]},"
                                                  "dtype_policy=mixed_float16")
     model = compile_for_training(build_model(
