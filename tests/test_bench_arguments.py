@@ -6,7 +6,7 @@ import argparse
 import pytest
 
 from t2t_repro.bench.arguments import (comma_list, non_negative_float, non_negative_int,
-                                       positive_float, positive_int)
+                                       one_of, positive_float, positive_int)
 
 
 @pytest.mark.parametrize("parse, text, value", [
@@ -14,6 +14,8 @@ from t2t_repro.bench.arguments import (comma_list, non_negative_float, non_negat
     (positive_float, "0.5", 0.5), (non_negative_float, "0", 0.0),
     (comma_list(positive_int), "1, 4,8,", [1, 4, 8]),
     (comma_list(non_negative_float), "0,1.4", [0.0, 1.4]),
+    (comma_list(one_of("float32", "mixed_bfloat16")), "mixed_bfloat16,float32",
+     ["mixed_bfloat16", "float32"]),
 ])
 def test_values_in_range_parse(parse, text, value):
     assert parse(text) == value
@@ -28,6 +30,8 @@ def test_values_in_range_parse(parse, text, value):
     (non_negative_float, "x", "must be a number of at least 0, got 'x'"),
     (comma_list(positive_int), "4,0", "must be a whole number of at least 1, got '0'"),
     (comma_list(positive_int), " , ", "names no value"),
+    (comma_list(one_of("float32", "mixed_bfloat16")), "float32,mixed_float16",
+     "must be one of float32, mixed_bfloat16, got 'mixed_float16'"),
 ])
 def test_values_out_of_range_are_refused_saying_what_is_wanted(parse, text, message):
     with pytest.raises(argparse.ArgumentTypeError) as error:
@@ -94,3 +98,16 @@ def test_the_tensorflow_backend_named_reaches_the_benchmarks_own_parser(capsys):
         main(["bench", "decode", "--backend", "tensorflow", "--sentences=0"])
     assert exit.value.code == 2
     assert "argument --sentences: must be a whole number of at least 1" in capsys.readouterr().err
+
+
+def test_the_jax_training_benchmark_refuses_a_dtype_its_peer_lacks(capsys):
+    """mixed_float16 trains under JAX, but the PyTorch peer would run it in float32: refused
+    before anything loads, not measured against another precision."""
+    from t2t_repro.bench import train_jax
+
+    with pytest.raises(SystemExit) as exit:
+        train_jax.main(["--dtypes=float32,mixed_float16"])
+    assert exit.value.code == 2
+    assert capsys.readouterr().err == (
+        "error: python -m t2t_repro.bench train --backend=jax: argument --dtypes: must be one "
+        "of float32, mixed_bfloat16, got 'mixed_float16' (--help lists the flags)\n")

@@ -1,5 +1,5 @@
-"""Argument types for the benchmarks' parsers: numbers held to a range, and comma-separated
-lists of them. argparse refuses a value outside it as a usage error naming the flag, before
+"""Argument types for the benchmarks' parsers: numbers held to a range, named choices, and
+comma-separated lists of them. argparse refuses a value outside it as a usage error naming the flag, before
 anything is loaded, where the benchmark would otherwise fail minutes later or measure nothing."""
 
 import argparse
@@ -26,6 +26,17 @@ positive_int = _number(int, 1)
 non_negative_int = _number(int, 0)
 positive_float = _number(float, 0, lowest_allowed=False)
 non_negative_float = _number(float, 0)
+
+
+def one_of(*choices):
+    """An argparse type: one of `choices` (strings)."""
+
+    def parse(text):
+        if text not in choices:
+            raise argparse.ArgumentTypeError(f"must be one of {', '.join(choices)}, got {text!r}")
+        return text
+
+    return parse
 
 
 def comma_list(item_type):

@@ -45,7 +45,8 @@ import typing
 import numpy as np
 
 from t2t_repro.bench import kernel_profile
-from t2t_repro.bench.arguments import non_negative_int, positive_float, positive_int
+from t2t_repro.bench.arguments import (comma_list, non_negative_int, one_of, positive_float,
+                                       positive_int)
 from t2t_repro.bench.newstest import encode_with_shared_vocabulary, newstest2014
 from t2t_repro.bench.peak_memory import peak_bytes, reset_peak, run_in_own_process
 from t2t_repro.bench.pipeline import DEFAULT_DATA_ROOT
@@ -53,6 +54,7 @@ from t2t_repro.bench.train import median_batch, median_step_seconds
 from t2t_repro.cli.one_line_parser import OneLineErrorParser
 
 OURS = "t2t_repro (JAX)"
+PEER_DTYPES = ("float32", "mixed_bfloat16")  # the policies the PyTorch peer runs as well
 
 GOALS_MFU = {"transformer_base": 0.45, "transformer_big": 0.50}
 
@@ -118,8 +120,10 @@ def main(argv):
     parser.add_argument("--batch_tokens", type=positive_int, default=25000,
                         help="padded target tokens per batch (the paper's: ~25,000)")
     parser.add_argument("--hparams_sets", default="transformer_base,transformer_big")
-    parser.add_argument("--dtypes", default="float32,mixed_bfloat16",
-                        help="dtype policies: float32, mixed_bfloat16")
+    parser.add_argument("--dtypes", type=comma_list(one_of(*PEER_DTYPES)),
+                        default=list(PEER_DTYPES),
+                        help="dtype policies: float32, mixed_bfloat16 (those the PyTorch peer "
+                             "has; mixed_float16 trains, but is not measured here)")
     parser.add_argument("--hparams", default="",
                         help="overrides of every hparams set, e.g. layer_prepostprocess_dropout=0")
     parser.add_argument("--steps", type=positive_int, default=10, help="timed steps per contender")
@@ -169,7 +173,7 @@ def main(argv):
     peer = None if args.skip_peer else peer_name(args.torch_eager)
     rows = []
     for set_name in args.hparams_sets.split(","):
-        for dtype in args.dtypes.split(","):
+        for dtype in args.dtypes:
             hparams = create_hparams(set_name, ",".join(
                 filter(None, [f"dtype_policy={dtype}", args.hparams])))
             measured = {OURS: run_in_own_process(
