@@ -1,6 +1,7 @@
 """Argument types for the benchmarks' parsers: numbers held to a range, named choices, and
-comma-separated lists of them. argparse refuses a value outside it as a usage error naming the flag, before
-anything is loaded, where the benchmark would otherwise fail minutes later or measure nothing."""
+comma-separated lists of them. argparse refuses a value outside it as a usage error naming the
+flag, before anything is loaded, where the benchmark would otherwise fail minutes later or
+measure nothing."""
 
 import argparse
 
