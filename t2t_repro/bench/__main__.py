@@ -8,6 +8,7 @@ import sys
 from t2t_repro.utils import backend
 from t2t_repro.cli import quiet_tensorflow
 from t2t_repro.cli.entry_point import report_user_errors
+from t2t_repro.cli.one_line_parser import OneLineErrorParser
 
 BENCHMARKS = {"decode": "t2t_repro.bench.decode", "packing": "t2t_repro.bench.packing",
               "pipeline": "t2t_repro.bench.pipeline", "search": "t2t_repro.bench.search",
@@ -16,30 +17,20 @@ BENCHMARKS = {"decode": "t2t_repro.bench.decode", "packing": "t2t_repro.bench.pa
 JAX_BENCHMARKS = {"train": "t2t_repro.bench.train_jax"}
 
 
-def usage_error(message):
-    """Exits with argparse's status for a usage error, the message in one line."""
-    sys.stderr.write(f"error: python -m t2t_repro.bench: {message}\n")
-    sys.exit(2)
+def dispatcher_parser():
+    """The parser of what comes before a benchmark's own flags: its usage errors are one line,
+    as the benchmarks' are, and it reads only --backend."""
+    parser = OneLineErrorParser(prog="python -m t2t_repro.bench", add_help=False,
+                                allow_abbrev=False)
+    parser.add_argument("--backend", choices=("tensorflow", "jax"), default="tensorflow")
+    return parser
 
 
 def split_backend_flag(flags):
     """(the backend `--backend=NAME` or `--backend NAME` asks for, tensorflow when absent; the
-    other flags, for the benchmark's own parser)."""
-    rest, chosen = list(flags), "tensorflow"
-    for index, flag in enumerate(flags):
-        if flag == "--backend":
-            if index + 1 == len(flags):
-                usage_error("--backend needs a value: tensorflow or jax")
-            chosen = flags[index + 1]
-            rest = flags[:index] + flags[index + 2:]
-            break
-        if flag.startswith("--backend="):
-            chosen = flag.split("=", 1)[1]
-            rest = flags[:index] + flags[index + 1:]
-            break
-    if chosen not in ("tensorflow", "jax"):
-        usage_error(f"--backend must be tensorflow or jax, got '{chosen}'")
-    return chosen, rest
+    other flags, in order, for the benchmark's own parser)."""
+    known, rest = dispatcher_parser().parse_known_args(flags)
+    return known.backend, rest
 
 
 def main(argv):
@@ -47,15 +38,14 @@ def main(argv):
         print(f"{__doc__.splitlines()[0]}\nbenchmarks: {', '.join(sorted(BENCHMARKS))}")
         return
     if len(argv) < 2 or argv[1] not in BENCHMARKS:
-        usage_error(f"name a benchmark first: {', '.join(sorted(BENCHMARKS))} (each takes "
-                    f"--help)")
+        dispatcher_parser().error(f"name a benchmark first: {', '.join(sorted(BENCHMARKS))}")
     name = argv[1]
     chosen, flags = split_backend_flag(argv[2:])
     modules = BENCHMARKS
     if chosen == "jax":
         if name not in JAX_BENCHMARKS:
-            usage_error(f"bench {name} has no --backend=jax; it runs on TensorFlow (leave "
-                        f"--backend out)")
+            dispatcher_parser().error(f"bench {name} has no --backend=jax; it runs on "
+                                      f"TensorFlow (leave --backend out)")
         os.environ["KERAS_BACKEND"] = "jax"  # before Keras is imported
         modules = JAX_BENCHMARKS
     if backend.is_tensorflow():
