@@ -12,6 +12,9 @@ EVAL_ATTENTION_SUBDIR = "eval_attention"  # TensorBoard's attention images, a ru
 LOCK_FILENAME = ".lock"  # locked by the trainer writing the folder (cli.run_folder_lock)
 BEST_SUBDIR = "best"  # the best checkpoint by the eval metric (training.best_checkpoint)
 BEST_RECORD_FILENAME = "best.json"  # in BEST_SUBDIR: its step, metric, value and decodes file
+# The attribute of a checkpoint file's root holding its model's hparams, as JSON
+# (training.checkpoints.save_weights).
+CHECKPOINT_HPARAMS_ATTRIBUTE = "t2t_repro_hparams"
 
 # The commands' flags that name files or folders (`--checkpoint_path` may name several, comma
 # separated; the list flags hold one path an item): a leading `~` in them is the home folder

@@ -6,7 +6,8 @@ import json
 import pytest
 
 from conftest import read_scalars, run_module
-from t2t_repro.training.checkpoints import list_checkpoints
+from t2t_repro import hparams as hparams_lib
+from t2t_repro.training.checkpoints import list_checkpoints, stored_hparams
 
 TINY_RUN = [
     "--problem=algorithmic_copy",
@@ -51,6 +52,8 @@ def test_early_stopping_ends_the_run_naming_the_best_checkpoint_which_pruning_ke
     assert f"the best checkpoint is {best} (step 5, accuracy" in result.stdout
     assert [step for step, _ in list_checkpoints(output_dir)] == [15]  # keep_checkpoint_max=1
     assert [step for step, _ in list_checkpoints(output_dir / "best")] == [5]
+    for _, path in list_checkpoints(output_dir) + list_checkpoints(output_dir / "best"):
+        assert stored_hparams(path) == hparams_lib.load(str(output_dir))
     logged = read_scalars(output_dir / "eval")["accuracy"]
     assert sorted(logged) == [5, 10, 15]
     record = best_record(output_dir)

@@ -3,7 +3,8 @@
 A checkpoint is Keras's `.weights.h5` of a compiled model, which holds the optimizer's
 variables (its step counter included) beside the model's, so restoring one resumes training
 exactly where it stopped. Files are written under a temporary name and renamed, so a run killed
-mid-write never leaves a half-written checkpoint that looks complete.
+mid-write never leaves a half-written checkpoint that looks complete. Each file also holds
+its model's hparams, so that a checkpoint copied out of its run still says what model it is.
 """
 
 import json
@@ -15,8 +16,9 @@ import time
 import keras
 
 from t2t_repro.errors import ConfigurationError
+from t2t_repro.hparams import HParams
 from t2t_repro.utils.atomic_files import atomic_path, is_temporary, target_name
-from t2t_repro.names import AVERAGED_MARKER
+from t2t_repro.names import AVERAGED_MARKER, CHECKPOINT_HPARAMS_ATTRIBUTE
 
 _CHECKPOINT_PATTERN = re.compile(r"^ckpt-(\d+)\.weights\.h5$")
 
@@ -29,6 +31,28 @@ def checkpoint_step(path):
     """The training step in a checkpoint's file name (`ckpt-<step>.weights.h5`), or None."""
     match = _CHECKPOINT_PATTERN.match(os.path.basename(path))
     return int(match.group(1)) if match else None
+
+
+def save_weights(model, path):
+    """Keras's `model.save_weights(path)`, with the model's hparams (where it has them) stored
+    in the file's attributes (`stored_hparams`)."""
+    import h5py
+
+    model.save_weights(path)
+    hparams = getattr(model, "hparams", None)
+    if isinstance(hparams, HParams):
+        with h5py.File(path, "r+") as weights:
+            weights.attrs[CHECKPOINT_HPARAMS_ATTRIBUTE] = hparams.to_json()
+
+
+def stored_hparams(path):
+    """The model hparams `save_weights` stored in the checkpoint `path`; None for a file
+    written otherwise (by Keras alone, or before checkpoints held them)."""
+    import h5py
+
+    with h5py.File(path, "r") as weights:
+        stored = weights.attrs.get(CHECKPOINT_HPARAMS_ATTRIBUTE)
+    return None if stored is None else HParams(**json.loads(stored))
 
 
 def list_checkpoints(directory):
@@ -123,7 +147,7 @@ class CheckpointManager:
         path = checkpoint_path(self.directory, step)
         if not os.path.exists(path):
             with atomic_path(path) as temporary:
-                self.model.save_weights(temporary)
+                save_weights(self.model, temporary)
         for _, old_path in list_checkpoints(self.directory)[: -self.max_to_keep]:
             os.remove(old_path)
         return path

@@ -3,6 +3,7 @@ evaluate, checkpoint, report. `tensorflow.run.TensorFlowTrainingRun` runs it on 
 (tf.data, tf.distribute) and `jax.run.JaxTrainingRun` on JAX; each supplies its train step and
 batches."""
 
+import functools
 import os
 
 from t2t_repro import hparams as hparams_lib
@@ -150,17 +151,23 @@ class CheckpointMismatchError(UserError, ValueError):
 
 
 def check_checkpoint_run(checkpoint_path, hparams):
-    """CheckpointMismatchError naming each model hparam in which the run `checkpoint_path`
-    belongs to differs from `hparams`, where that run records its hparams. Checked before
-    loading: Keras loads a deeper model's checkpoint into a shallower model without a word,
-    reading the layers they share."""
+    """CheckpointMismatchError naming each model hparam in which the model `checkpoint_path`
+    holds differs from `hparams`: the hparams of the run it belongs to, or else those stored
+    in the file (`checkpoints.stored_hparams`), where either is known. Checked before loading:
+    Keras loads the weights of a model with other heads or another normalization without a
+    word, and a deeper model's into the layers the two share."""
     run_dir = run_records.run_dir_of(checkpoint_path)
-    saved = hparams_lib.load(run_dir) if run_dir is not None else None
-    listed = warm_start.model_hparam_differences(hparams, saved, "its run") if saved else ""
+    if run_dir is not None:
+        saved, whose = hparams_lib.load(run_dir), f"those of its run {run_dir}"
+        theirs = "its run"
+    else:
+        saved, whose = checkpoints.stored_hparams(checkpoint_path), "those stored in it"
+        theirs = "stored"
+    listed = warm_start.model_hparam_differences(hparams, saved, theirs) if saved else ""
     if listed:
         raise CheckpointMismatchError(
-            f"{checkpoint_path} does not fit this model, whose hparams differ from those of "
-            f"its run {run_dir}: {listed}; load it with the hparams of its own run, or name a "
+            f"{checkpoint_path} does not fit this model, whose hparams differ from {whose}: "
+            f"{listed}; load it with the hparams it was trained with, or name a "
             f"checkpoint of a run with these.")
 
 
@@ -317,7 +324,8 @@ class TrainingRunBase:
             return False
         decodes = (os.path.join(EVAL, f"decodes-{step}.txt")
                    if self.decode_evaluation is not None else None)
-        self.best.add(step, scalars, self.model.save_weights, decodes)
+        self.best.add(step, scalars, functools.partial(checkpoints.save_weights, self.model),
+                      decodes)
         return self._stops_early(step)
 
     def _stops_early(self, step):

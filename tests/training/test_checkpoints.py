@@ -297,22 +297,27 @@ def test_a_model_loaded_for_inference_reads_the_weights_and_leaves_the_optimizer
         np.testing.assert_array_equal(ours, theirs)
 
 
-@pytest.mark.parametrize("overrides, in_run_folder, named", [
+@pytest.mark.parametrize("overrides, written, named", [
     # fewer layers: the checkpoint lacks variables the model has
-    ("num_hidden_layers=1", True,
+    ("num_hidden_layers=1", "in_run_folder",
      ", whose hparams differ from those of its run {run}: num_hidden_layers=2 (its run 1);"),
     # wider layers: every variable is there, in other shapes
-    ("hidden_size=32,filter_size=64", True,
+    ("hidden_size=32,filter_size=64", "in_run_folder",
      ", whose hparams differ from those of its run {run}: filter_size=256 (its run 64), "
      "hidden_size=64 (its run 32);"),
-    # a checkpoint file alone: what differs is unknown, Keras's first sentence says what failed
-    ("num_hidden_layers=1", False,
+    # a checkpoint file alone, written by Keras: what differs is unknown, Keras's first
+    # sentence says what failed
+    ("num_hidden_layers=1", "by_keras",
      ": its weights have other names or shapes than this model's (Keras: "),
     # and a deeper model's, which Keras would load into the layers the two share
-    ("num_hidden_layers=3", False, ": it holds {stored} weights, this model has {weights} "),
+    ("num_hidden_layers=3", "by_keras", ": it holds {stored} weights, this model has {weights} "),
+    # a checkpoint file alone, as a run writes it: its own hparams name what differs, even
+    # where every weight fits (other heads split the same projections otherwise)
+    ("num_heads=2", "alone",
+     ", whose hparams differ from those stored in it: num_heads=4 (stored 2);"),
 ])
 def test_a_checkpoint_of_another_model_is_a_user_error_naming_what_differs(
-        tmp_path, overrides, in_run_folder, named):
+        tmp_path, overrides, written, named):
     from problems.algorithmic import AlgorithmicReverse
     from t2t_repro import hparams as hparams_lib
     from t2t_repro.errors import UserError
@@ -322,11 +327,14 @@ def test_a_checkpoint_of_another_model_is_a_user_error_naming_what_differs(
     problem, run = AlgorithmicReverse(), tmp_path / "other_run"
     other = create_hparams("transformer_tiny", overrides)
     run.mkdir()
-    if in_run_folder:
+    if written == "in_run_folder":
         hparams_lib.save(other, str(run))
     path = str(run / "ckpt-1.weights.h5")
     other_model = build_model("transformer", other, problem)
-    other_model.save_weights(path)
+    if written == "by_keras":
+        other_model.save_weights(path)
+    else:
+        checkpoints.save_weights(other_model, path)
     hparams = create_hparams("transformer_tiny")
     with pytest.raises(UserError) as raised:
         load_trained_model("transformer", hparams, problem, path)
@@ -335,3 +343,26 @@ def test_a_checkpoint_of_another_model_is_a_user_error_naming_what_differs(
     named = named.format(run=run, stored=len(other_model.weights), weights=weights)
     assert message.startswith(f"{path} does not fit this model{named}")
     assert "\n" not in message
+
+
+def test_every_checkpoint_a_run_writes_holds_its_models_hparams_and_an_average_keeps_them(
+        tmp_path):
+    """Written by the checkpoint manager and kept by an average of its checkpoints; a file
+    Keras wrote alone holds none."""
+    from problems.algorithmic import AlgorithmicReverse
+    from t2t_repro.hparams import create_hparams
+    from t2t_repro.training.averaging import average_checkpoints
+    from t2t_repro.training.run import build_model, compile_for_training
+
+    hparams = create_hparams("transformer_tiny", "num_heads=2,normalize_first=true")
+    model = compile_for_training(build_model("transformer", hparams, AlgorithmicReverse()),
+                                 hparams)
+    manager = CheckpointManager(str(tmp_path / "run"), model)
+    first = manager.save()
+    model.optimizer.iterations.assign(1)
+    second = manager.save()
+    average = average_checkpoints([first, second], str(tmp_path / "avg" / "ckpt-1.weights.h5"))
+    for path in (first, second, average):
+        assert checkpoints.stored_hparams(path) == hparams
+    model.save_weights(str(tmp_path / "keras.weights.h5"))
+    assert checkpoints.stored_hparams(str(tmp_path / "keras.weights.h5")) is None
