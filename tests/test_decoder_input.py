@@ -4,6 +4,7 @@ line, and an input or output file, a checkpoint or decode hparams it cannot use 
 line before decoding."""
 
 import os
+import shutil
 
 import pytest
 
@@ -222,6 +223,34 @@ def test_a_checkpoint_of_a_run_with_other_hparams_is_a_one_line_error_naming_the
                             f"differ from those of its run {learned_positions_run}: "
                             f"num_hidden_layers=1 (its run 2), position_encoding='sinusoidal' "
                             f"(its run 'learned');")
+
+
+def test_a_checkpoint_copied_out_of_its_run_decodes_with_the_hparams_stored_in_it(
+        reverse_run, learned_positions_run, tmp_path):
+    """No --hparams_set needed, alone or as an ensemble member beside a run of other hparams;
+    a set of other model hparams is refused naming what differs."""
+    copied = tmp_path / "copied" / "ckpt-2.weights.h5"
+    copied.parent.mkdir()
+    shutil.copy(learned_positions_run / "ckpt-2.weights.h5", copied)
+    in_its_run = run_decoder(learned_positions_run, input="1 2\n3 4 5\n")
+    assert in_its_run.returncode == 0, in_its_run.stderr
+    assert len(output_lines(in_its_run.stdout)) == 2
+    alone = run_decoder(copied.parent, input="1 2\n3 4 5\n")
+    assert alone.returncode == 0, alone.stderr
+    assert output_lines(alone.stdout) == output_lines(in_its_run.stdout)
+    assert (f"Using the model hparams stored in {copied} (no --hparams_set given)."
+            in alone.stderr)
+    with_itself = run_decoder(reverse_run, f"--checkpoint_path={copied},{copied}",
+                              input="1 2\n3 4 5\n")
+    assert with_itself.returncode == 0, with_itself.stderr
+    assert output_lines(with_itself.stdout) == output_lines(in_its_run.stdout)
+    other_set = run_decoder(copied.parent, "--hparams_set=transformer_tiny",
+                            "--hparams=max_length=8", input="1 2\n")
+    assert other_set.returncode == 1 and "Traceback" not in other_set.stderr, other_set.stderr
+    [error] = error_lines(other_set.stderr)
+    assert error.startswith(f"error: {copied} does not fit this model, whose hparams differ "
+                            f"from those stored in it: position_encoding='sinusoidal' (stored "
+                            f"'learned');")
 
 
 @pytest.mark.parametrize("flag", ["--decode_from_file", "--decode_reference",

@@ -50,10 +50,30 @@ def resolve_checkpoint():
 
 def resolve_hparams():
     """The run's hparams (saved in --output_dir, or the flags checked against them), after
-    checking --model."""
-    hparams = model_flags.resolve_hparams(FLAGS.output_dir, saved_when_no_set=True)
+    checking --model. Without either, a lone checkpoint's stored hparams
+    (`checkpoints.stored_hparams`) with --hparams applied, said in one line."""
+    hparams = model_flags.resolve_hparams(FLAGS.output_dir, saved_when_no_set=True,
+                                          base_when_no_set=lone_checkpoint_hparams())
     model_flags.check_model_name()
     return hparams
+
+
+def lone_checkpoint_hparams():
+    """The hparams stored in the one checkpoint --checkpoint_path (or --output_dir) names when
+    no --hparams_set is given and --output_dir has no hparams.json; None otherwise."""
+    from t2t_repro import hparams as hparams_lib
+    from t2t_repro.training.checkpoints import stored_hparams
+
+    named = FLAGS.checkpoint_path or FLAGS.output_dir
+    if (FLAGS.hparams_set or "," in named or not os.path.exists(named)
+            or hparams_lib.load(FLAGS.output_dir) is not None):
+        return None
+    checkpoint = resolve_checkpoint()
+    stored = stored_hparams(checkpoint)
+    if stored is not None:
+        print(f"Using the model hparams stored in {checkpoint} (no --hparams_set given).",
+              file=sys.stderr)
+    return stored
 
 
 def load_model(problem, hparams):
