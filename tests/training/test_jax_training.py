@@ -15,6 +15,7 @@ import tensorflow as tf
 
 from step_cases import HPARAMS, adam_moments, micro_batch, new_model, token_counts, union
 from t2t_repro.data.pair_packing import pack_pairs
+from t2t_repro import hparams as hparams_lib
 from t2t_repro.hparams import create_hparams
 from t2t_repro.training import checkpoints
 from t2t_repro.training.tensorflow.train_step import TensorFlowTrainStep
@@ -379,6 +380,9 @@ def test_early_stopping_under_jax_keeps_the_best_checkpoint_as_under_tensorflow(
     assert f"the best checkpoint is {best} (step 5" in result.stdout
     assert [step for step, _ in checkpoints.list_checkpoints(output_dir)] == [15]
     assert [step for step, _ in checkpoints.list_checkpoints(output_dir / "best")] == [5]
+    for _, path in (checkpoints.list_checkpoints(output_dir)
+                    + checkpoints.list_checkpoints(output_dir / "best")):
+        assert checkpoints.stored_hparams(path) == hparams_lib.load(str(output_dir))
     logged = read_scalars(output_dir / "eval")["accuracy"]
     record = json.loads((output_dir / "best" / "best.json").read_text())
     assert sorted(logged) == [5, 10, 15]
