@@ -24,12 +24,3 @@ def create_problem():
         data_dir=FLAGS.data_dir, data_hparams=FLAGS.data_hparams
     )
 
-
-def data_errors():
-    """The exceptions whose message tells a user how to fix their data or data flags."""
-    from t2t_repro.data.problem import ProblemDataError
-    from t2t_repro.data.raw_text import RawDataError
-    from t2t_repro.data.trees import TreeError
-    from t2t_repro.data.vocabulary import VocabularyError
-
-    return ProblemDataError, RawDataError, TreeError, VocabularyError
