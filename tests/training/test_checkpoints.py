@@ -313,7 +313,7 @@ def test_a_model_loaded_for_inference_reads_the_weights_and_leaves_the_optimizer
     ("num_hidden_layers=3", "by_keras", ": it holds {stored} weights, this model has {weights} "),
     # a checkpoint file alone, as a run writes it: its own hparams name what differs, even
     # where every weight fits (other heads split the same projections otherwise)
-    ("num_heads=2", "alone",
+    ("num_heads=2", "by_a_run",
      ", whose hparams differ from those stored in it: num_heads=4 (stored 2);"),
 ])
 def test_a_checkpoint_of_another_model_is_a_user_error_naming_what_differs(
