@@ -196,18 +196,23 @@ def load(output_dir):
     path = os.path.join(output_dir, HPARAMS_FILENAME)
     if not os.path.exists(path):
         return None
+    with open(path, "rb") as f:  # bytes: json.loads decodes them inside from_json's check
+        return from_json(
+            f.read(), f"{path} is not a readable hparams file",
+            "Restore it from a copy, or delete it and pass the run's --hparams_set and "
+            "--hparams again (checkpoints are kept).")
+
+
+def from_json(text, unreadable, fix):
+    """The HParams a JSON object of them in `text` (str, or UTF-8 bytes) holds; else
+    HParamsError "<unreadable> (<why>). <fix>"."""
     try:
-        with open(path, encoding="utf-8") as f:
-            values = json.load(f)
+        values = json.loads(text)
         if not isinstance(values, dict):
             raise TypeError(f"a JSON {type(values).__name__}, not an object")
         return HParams(**values)
     except (ValueError, TypeError) as error:  # JSONDecodeError and HParamsError included
-        raise HParamsError(
-            f"{path} is not a readable hparams file ({error}). Restore it from a copy, or "
-            f"delete it and pass the run's --hparams_set and --hparams again (checkpoints "
-            f"are kept)."
-        ) from None
+        raise HParamsError(f"{unreadable} ({error}). {fix}") from None
 
 
 def with_added_model_hparams(saved, current):

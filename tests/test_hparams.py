@@ -158,6 +158,13 @@ def test_json_round_trip_of_registered_set(tmp_path):
 # create_hparams and the registered sets.
 
 
+def test_a_saved_hparams_file_that_is_not_utf8_is_an_hparams_error_naming_it(tmp_path):
+    (tmp_path / "hparams.json").write_bytes(b'{"num_heads": "\xff"}')
+    with pytest.raises(HParamsError, match=r"hparams\.json is not a readable hparams file "
+                                           r"\(.*can't decode byte 0xff"):
+        hparams_lib.load(str(tmp_path))
+
+
 def test_create_hparams_applies_overrides_to_registered_set():
     overrides = "hidden_size=256,label_smoothing=0,normalize_first=true"
     hp = create_hparams("transformer_base", overrides)

@@ -16,7 +16,7 @@ import time
 import keras
 
 from t2t_repro.errors import ConfigurationError
-from t2t_repro.hparams import HParams
+from t2t_repro import hparams as hparams_lib
 from t2t_repro.utils.atomic_files import atomic_path, is_temporary, target_name
 from t2t_repro.names import AVERAGED_MARKER, CHECKPOINT_HPARAMS_ATTRIBUTE
 
@@ -40,19 +40,24 @@ def save_weights(model, path):
 
     model.save_weights(path)
     hparams = getattr(model, "hparams", None)
-    if isinstance(hparams, HParams):
+    if isinstance(hparams, hparams_lib.HParams):
         with h5py.File(path, "r+") as weights:
             weights.attrs[CHECKPOINT_HPARAMS_ATTRIBUTE] = hparams.to_json()
 
 
 def stored_hparams(path):
     """The model hparams `save_weights` stored in the checkpoint `path`; None for a file
-    written otherwise (by Keras alone, or before checkpoints held them)."""
+    written otherwise (by Keras alone, or before checkpoints held them). HParamsError when
+    they cannot be read."""
     import h5py
 
     with h5py.File(path, "r") as weights:
         stored = weights.attrs.get(CHECKPOINT_HPARAMS_ATTRIBUTE)
-    return None if stored is None else HParams(**json.loads(stored))
+    if stored is None:
+        return None
+    return hparams_lib.from_json(
+        stored, f"{path}'s {CHECKPOINT_HPARAMS_ATTRIBUTE} attribute holds no readable hparams",
+        "Restore the checkpoint from a copy, or name another.")
 
 
 def list_checkpoints(directory):

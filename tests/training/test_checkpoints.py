@@ -366,3 +366,28 @@ def test_every_checkpoint_a_run_writes_holds_its_models_hparams_and_an_average_k
         assert checkpoints.stored_hparams(path) == hparams
     model.save_weights(str(tmp_path / "keras.weights.h5"))
     assert checkpoints.stored_hparams(str(tmp_path / "keras.weights.h5")) is None
+
+
+@pytest.mark.parametrize("stored, why", [('{"num_heads": ', "Expecting value"),
+                                         ('["num_heads", 2]', "a JSON list, not an object")])
+def test_unreadable_stored_hparams_are_a_one_line_error_naming_the_checkpoint(
+        tmp_path, stored, why):
+    import h5py
+
+    from problems.algorithmic import AlgorithmicReverse
+    from t2t_repro.errors import UserError
+    from t2t_repro.hparams import create_hparams
+    from t2t_repro.training.run import build_model, load_trained_model
+
+    hparams, problem = create_hparams("transformer_tiny"), AlgorithmicReverse()
+    path = str(tmp_path / "ckpt-1.weights.h5")
+    checkpoints.save_weights(build_model("transformer", hparams, problem), path)
+    with h5py.File(path, "r+") as weights:
+        weights.attrs["t2t_repro_hparams"] = stored
+    with pytest.raises(UserError) as raised:
+        load_trained_model("transformer", hparams, problem, path)
+    message = str(raised.value)
+    assert message.startswith(f"{path}'s t2t_repro_hparams attribute holds no readable "
+                              f"hparams ({why}")
+    assert message.endswith("). Restore the checkpoint from a copy, or name another.")
+    assert "\n" not in message
