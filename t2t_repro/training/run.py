@@ -152,23 +152,21 @@ class CheckpointMismatchError(UserError, ValueError):
 
 def check_checkpoint_run(checkpoint_path, hparams):
     """CheckpointMismatchError naming each model hparam in which the model `checkpoint_path`
-    holds differs from `hparams`: the hparams of the run it belongs to, or else those stored
-    in the file (`checkpoints.stored_hparams`), where either is known. Checked before loading:
-    Keras loads the weights of a model with other heads or another normalization without a
-    word, and a deeper model's into the layers the two share."""
+    holds differs from `hparams`: checked against the hparams of the run it belongs to and
+    those stored in the file (`checkpoints.stored_hparams`), where each is known. Checked
+    before loading: Keras loads the weights of a model with other heads or another
+    normalization without a word, and a deeper model's into the layers the two share."""
     run_dir = run_records.run_dir_of(checkpoint_path)
-    if run_dir is not None:
-        saved, whose = hparams_lib.load(run_dir), f"those of its run {run_dir}"
-        theirs = "its run"
-    else:
-        saved, whose = checkpoints.stored_hparams(checkpoint_path), "those stored in it"
-        theirs = "stored"
-    listed = warm_start.model_hparam_differences(hparams, saved, theirs) if saved else ""
-    if listed:
-        raise CheckpointMismatchError(
-            f"{checkpoint_path} does not fit this model, whose hparams differ from {whose}: "
-            f"{listed}; load it with the hparams it was trained with, or name a "
-            f"checkpoint of a run with these.")
+    known = [(checkpoints.stored_hparams(checkpoint_path), "those stored in it", "stored")]
+    if run_dir is not None:  # the run's first: older checkpoints have only those
+        known.insert(0, (hparams_lib.load(run_dir), f"those of its run {run_dir}", "its run"))
+    for saved, whose, theirs in known:
+        listed = warm_start.model_hparam_differences(hparams, saved, theirs) if saved else ""
+        if listed:
+            raise CheckpointMismatchError(
+                f"{checkpoint_path} does not fit this model, whose hparams differ from "
+                f"{whose}: {listed}; load it with the hparams it was trained with, or name a "
+                f"checkpoint of a run with these.")
 
 
 class TrainingRunBase:

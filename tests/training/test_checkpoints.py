@@ -315,6 +315,9 @@ def test_a_model_loaded_for_inference_reads_the_weights_and_leaves_the_optimizer
     # where every weight fits (other heads split the same projections otherwise)
     ("num_heads=2", "by_a_run",
      ", whose hparams differ from those stored in it: num_heads=4 (stored 2);"),
+    # and one put in the folder of a run whose hparams are the loading model's
+    ("num_heads=2", "into_another_run",
+     ", whose hparams differ from those stored in it: num_heads=4 (stored 2);"),
 ])
 def test_a_checkpoint_of_another_model_is_a_user_error_naming_what_differs(
         tmp_path, overrides, written, named):
@@ -329,6 +332,8 @@ def test_a_checkpoint_of_another_model_is_a_user_error_naming_what_differs(
     run.mkdir()
     if written == "in_run_folder":
         hparams_lib.save(other, str(run))
+    if written == "into_another_run":
+        hparams_lib.save(create_hparams("transformer_tiny"), str(run))
     path = str(run / "ckpt-1.weights.h5")
     other_model = build_model("transformer", other, problem)
     if written == "by_keras":
