@@ -111,9 +111,12 @@ def load_trained_model(model_name, hparams, problem, checkpoint_path):
     a training checkpoint also holds (Adam's two slots, twice the model's size), so nothing
     of it is read into memory. A checkpoint that does not fit the model is a
     CheckpointMismatchError: one of a run with other model hparams (`check_checkpoint_run`),
-    or one whose weights are missing, of other shapes or more than the model's."""
+    one written by a model of other hparams (`check_stored_hparams`: the model's own, as the
+    problem's data adapts them), or one whose weights are missing, of other shapes or more
+    than the model's."""
     check_checkpoint_run(checkpoint_path, hparams)
     model = build_model(model_name, hparams, problem)
+    check_stored_hparams(checkpoint_path, model)
     try:
         model.load_weights(checkpoint_path)
     except ValueError as error:  # Keras: variables missing from the file, or of other shapes
@@ -151,22 +154,33 @@ class CheckpointMismatchError(UserError, ValueError):
 
 
 def check_checkpoint_run(checkpoint_path, hparams):
-    """CheckpointMismatchError naming each model hparam in which the model `checkpoint_path`
-    holds differs from `hparams`: checked against the hparams of the run it belongs to and
-    those stored in the file (`checkpoints.stored_hparams`), where each is known. Checked
-    before loading: Keras loads the weights of a model with other heads or another
-    normalization without a word, and a deeper model's into the layers the two share."""
+    """CheckpointMismatchError naming each model hparam in which the run `checkpoint_path`
+    belongs to differs from `hparams`, where that run records its hparams. Checked before
+    loading: Keras loads a deeper model's checkpoint into a shallower model without a word,
+    reading the layers they share."""
     run_dir = run_records.run_dir_of(checkpoint_path)
-    known = [(checkpoints.stored_hparams(checkpoint_path), "those stored in it", "stored")]
-    if run_dir is not None:  # the run's first: older checkpoints have only those
-        known.insert(0, (hparams_lib.load(run_dir), f"those of its run {run_dir}", "its run"))
-    for saved, whose, theirs in known:
-        listed = warm_start.model_hparam_differences(hparams, saved, theirs) if saved else ""
-        if listed:
-            raise CheckpointMismatchError(
-                f"{checkpoint_path} does not fit this model, whose hparams differ from "
-                f"{whose}: {listed}; load it with the hparams it was trained with, or name a "
-                f"checkpoint of a run with these.")
+    saved = hparams_lib.load(run_dir) if run_dir is not None else None
+    _raise_if_different(checkpoint_path, hparams, saved, f"those of its run {run_dir}",
+                        "its run")
+
+
+def check_stored_hparams(checkpoint_path, model):
+    """CheckpointMismatchError naming each hparam in which the model that wrote
+    `checkpoint_path` (`checkpoints.stored_hparams`, where the file holds them) differs from
+    `model`, built to load it: Keras loads the weights of a model with other heads or another
+    normalization without a word, wherever the checkpoint lies."""
+    _raise_if_different(checkpoint_path, model.hparams,
+                        checkpoints.stored_hparams(checkpoint_path), "those stored in it",
+                        "stored")
+
+
+def _raise_if_different(checkpoint_path, hparams, saved, whose, theirs):
+    listed = warm_start.model_hparam_differences(hparams, saved, theirs) if saved else ""
+    if listed:
+        raise CheckpointMismatchError(
+            f"{checkpoint_path} does not fit this model, whose hparams differ from {whose}: "
+            f"{listed}; load it with the hparams it was trained with, or name a checkpoint "
+            f"of a run with these.")
 
 
 class TrainingRunBase:
