@@ -9,6 +9,7 @@ out here in plain Python; mismatched files and vocabularies as one-line errors.
 
 import json
 import pathlib
+import shutil
 
 import numpy as np
 import pytest
@@ -283,6 +284,20 @@ def test_decoding_reads_the_source_model_and_writes_through_the_target_one(separ
     outputs = greedy_ids(model, [source.encode(line) + [EOS_ID] for line in german])
     expected = [target.decode([i for i in ids if i != EOS_ID]) for ids in outputs]
     assert read_lines(tmp_path / "out.en") == expected
+    # Its checkpoint alone, loaded with the set and overrides the run was trained with: the
+    # model the separate vocabularies make of them is the one stored in the checkpoint.
+    alone = tmp_path / "alone"
+    alone.mkdir()
+    shutil.copy(separate_run["run"] / "ckpt-30.weights.h5", alone)
+    decoded_alone = run_module(
+        "t2t_repro.decoder", "--problem=translate_text_files",
+        f"--data_dir={separate_run['data']}", f"--output_dir={alone}",
+        "--hparams_set=transformer_tiny",
+        "--hparams=batch_size=1024,max_length=128,num_hidden_layers=1",
+        "--decode_hparams=beam_size=1,extra_length=5", f"--decode_from_file={corpus / 'test.de'}",
+        f"--decode_to_file={tmp_path / 'alone.en'}")
+    assert decoded_alone.returncode == 0, decoded_alone.stderr
+    assert read_lines(tmp_path / "alone.en") == expected
     assert any(expected) and expected != [source.decode([i for i in ids if i != EOS_ID])
                                           for ids in outputs]
 
