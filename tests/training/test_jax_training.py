@@ -339,17 +339,15 @@ def test_the_jax_trainer_trains_in_float16_and_tensorflow_resumes_its_loss_scale
     from t2t_repro.training.run import build_model, compile_for_training
 
     output_dir = tmp_path / "run"
+    overrides = f"{MECHANICS_HPARAMS.removeprefix('--hparams=')},dtype_policy=mixed_float16"
     result = jax_trainer("--problem=algorithmic_reverse", "--hparams_set=transformer_tiny",
-                         f"--hparams={MECHANICS_HPARAMS.split('=', 1)[1]},"
-                         "dtype_policy=mixed_float16",
-                         "--train_steps=2", "--eval_every=2", "--eval_decode_examples=0",
-                         f"--output_dir={output_dir}")
+                         f"--hparams={overrides}", "--train_steps=2", "--eval_every=2",
+                         "--eval_decode_examples=0", f"--output_dir={output_dir}")
     assert result.returncode == 0, result.stderr[-3000:]
     assert [step for step, _ in checkpoints.list_checkpoints(output_dir)] == [2]
     evaluation_loss = read_scalars(output_dir / "eval")["loss"]
     assert list(evaluation_loss) == [2] and np.isfinite(evaluation_loss[2])
-    hparams = create_hparams("transformer_tiny", f"{MECHANICS_HPARAMS.split('=', 1)[1]},"
-                                                 "dtype_policy=mixed_float16")
+    hparams = create_hparams("transformer_tiny", overrides)
     model = compile_for_training(build_model(
         "transformer", hparams, registry.problems["algorithmic_reverse"](), "mixed_float16"),
         hparams)
