@@ -41,7 +41,8 @@ def main(argv):
     from t2t_repro.training.averaging import average_run
     from t2t_repro.training.checkpoints import named_checkpoint
 
-    check_usage(argv, ("output_dir",))
+    checkpoint_flag.output_dir_from_checkpoint()
+    check_usage(argv, ("output_dir",), hint="name the run, or give --checkpoint_path")
     apply_flag_aliases(ALIASES)
     avg_dir = FLAGS.avg_dir or os.path.join(FLAGS.output_dir, AVERAGED_SUBDIR)
     output_paths.check_output_dir(avg_dir, "--avg_dir")

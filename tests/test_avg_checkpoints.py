@@ -189,3 +189,13 @@ def test_averages_the_n_checkpoints_ending_at_checkpoint_path_such_as_best(train
     weight = "input_embedding/vars/0"
     np.testing.assert_allclose(averaged[weight], (first_two[0][weight] + first_two[1][weight]) / 2,
                                rtol=1e-6)
+
+
+def test_a_checkpoint_path_alone_names_the_run_to_average(trained_run, tmp_path):
+    """Without --output_dir the run is the one --checkpoint_path's checkpoint belongs to."""
+    checkpoint = trained_run / "ckpt-4.weights.h5"
+    result = average(f"--checkpoint_path={checkpoint}", "--n=2", f"--avg_dir={tmp_path}/avg")
+    assert result.returncode == 0, result.stderr
+    assert (f"Using --output_dir={trained_run}, the run --checkpoint_path={checkpoint} belongs "
+            f"to." in result.stderr)
+    assert f"checkpoint(s) of {trained_run}, steps 2, 4," in result.stdout

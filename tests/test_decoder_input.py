@@ -253,6 +253,45 @@ def test_a_checkpoint_copied_out_of_its_run_decodes_with_the_hparams_stored_in_i
                             f"'learned');")
 
 
+def test_a_checkpoint_path_alone_names_its_run_or_else_the_folder_holding_it(
+        reverse_run, learned_positions_run, tmp_path):
+    """Without --output_dir: the run the one checkpoint belongs to, whose flags.txt names the
+    problem; outside any run, the folder holding it, decoded with the hparams stored in it;
+    several checkpoints, which may belong to several runs, name none."""
+    lines = "1 2\n3 4 5\n"
+    checkpoint = reverse_run / "ckpt-2.weights.h5"
+    in_its_run = run_decoder(reverse_run, input=lines)
+    by_its_run = run_module("t2t_repro.decoder", f"--checkpoint_path={checkpoint}",
+                            "--decode_hparams=beam_size=1", input=lines)
+    assert by_its_run.returncode == 0, by_its_run.stderr
+    assert output_lines(by_its_run.stdout) == output_lines(in_its_run.stdout)
+    assert (f"Using --output_dir={reverse_run}, the run --checkpoint_path={checkpoint} belongs "
+            f"to." in by_its_run.stderr)
+    assert f"Using --problem=algorithmic_reverse from {reverse_run / 'flags.txt'}." in (
+        by_its_run.stderr)
+
+    copied = tmp_path / "copied" / "ckpt-2.weights.h5"
+    copied.parent.mkdir()
+    shutil.copy(learned_positions_run / "ckpt-2.weights.h5", copied)
+    learned = run_decoder(learned_positions_run, input=lines)
+    alone = run_module("t2t_repro.decoder", "--problem=algorithmic_reverse",
+                       f"--checkpoint_path={copied.parent}", "--decode_hparams=beam_size=1",
+                       input=lines)
+    assert alone.returncode == 0, alone.stderr
+    assert output_lines(alone.stdout) == output_lines(learned.stdout)
+    assert (f"Using --output_dir={copied.parent}, the folder holding {copied}."
+            in alone.stderr)
+    assert (f"Using the model hparams stored in {copied} (no --hparams_set given)."
+            in alone.stderr)
+
+    ensemble = run_module("t2t_repro.decoder", "--problem=algorithmic_reverse",
+                          f"--checkpoint_path={checkpoint},{copied}", input=lines)
+    assert ensemble.returncode == 1 and "Traceback" not in ensemble.stderr, ensemble.stderr
+    assert error_lines(ensemble.stderr) == [
+        "error: missing --output_dir; name the trained run, or give --checkpoint_path one "
+        "checkpoint; see --helpfull."]
+
+
 @pytest.mark.parametrize("flag", ["--decode_from_file", "--decode_reference",
                                   "--target_prefix_file", "--score_file"])
 def test_an_input_file_that_cannot_be_read_is_a_one_line_error_naming_its_flag(

@@ -1,9 +1,41 @@
 """--checkpoint_path, shared by the commands that read a trained run's weights (decoder,
-exporter, visualize, the CTranslate2 conversion) and by avg_checkpoints, so defined once here."""
+exporter, visualize, the CTranslate2 conversion) and by avg_checkpoints, so defined once here;
+without --output_dir, one checkpoint names the run it belongs to."""
+
+import os
+import sys
 
 from absl import flags
+
+from t2t_repro.cli import run_flags  # noqa: F401 (--output_dir)
+
+FLAGS = flags.FLAGS
 
 flags.DEFINE_string("checkpoint_path", None,
                     "Checkpoint file or directory (its latest checkpoint), such as "
                     "<output_dir>/best or avg_checkpoints' output; default: the latest in "
-                    "--output_dir. avg_checkpoints averages the --n checkpoints ending at it.")
+                    "--output_dir, which defaults to the run this names. avg_checkpoints "
+                    "averages the --n checkpoints ending at it.")
+
+
+def output_dir_from_checkpoint():
+    """Sets --output_dir, when it is not given, from the one checkpoint --checkpoint_path
+    names: the run it belongs to (its hparams.json beside it or one folder above, as in
+    `<run>/best`), else the folder holding it; and says so in one line. Several checkpoints
+    (an ensemble) may belong to several runs, so they name none."""
+    from t2t_repro.training.checkpoints import named_checkpoint
+    from t2t_repro.training.run_records import run_dir_of
+
+    named = FLAGS.checkpoint_path
+    if FLAGS.output_dir or not named or "," in named:
+        return
+    checkpoint = named_checkpoint(named)
+    run_dir = run_dir_of(checkpoint)
+    if run_dir:
+        FLAGS.output_dir = run_dir
+        print(f"Using --output_dir={run_dir}, the run --checkpoint_path={named} belongs to.",
+              file=sys.stderr)
+    else:
+        FLAGS.output_dir = os.path.dirname(os.path.abspath(checkpoint))
+        print(f"Using --output_dir={FLAGS.output_dir}, the folder holding {checkpoint}.",
+              file=sys.stderr)

@@ -154,7 +154,9 @@ def start_trained_run_command(argv):
     flags adopted, --t2t_usr_dir imported."""
     from t2t_repro.cli.entry_point import check_usage
 
-    check_usage(argv, ("output_dir",), hint="see --helpfull")
+    checkpoint_flag.output_dir_from_checkpoint()
+    check_usage(argv, ("output_dir",), hint="name the trained run, or give --checkpoint_path "
+                "one checkpoint; see --helpfull")
     adopt_run_flags()
     missing_why = ("the run's flags.txt names none" if os.path.isdir(FLAGS.output_dir) else
                    f"--output_dir={FLAGS.output_dir} does not exist, so no flags.txt names one")
