@@ -15,6 +15,9 @@ BEST_RECORD_FILENAME = "best.json"  # in BEST_SUBDIR: its step, metric, value an
 # The attribute of a checkpoint file's root holding its model's hparams, as JSON
 # (training.checkpoints.save_weights).
 CHECKPOINT_HPARAMS_ATTRIBUTE = "t2t_repro_hparams"
+# The attribute holding the SHA-256 digests of the vocabulary files its model was built for,
+# as JSON {"source": ..., "target": ...} (training.checkpoints.save_weights).
+CHECKPOINT_VOCABULARIES_ATTRIBUTE = "t2t_repro_vocabularies"
 
 # The commands' flags that name files or folders (`--checkpoint_path` may name several, comma
 # separated; the list flags hold one path an item): a leading `~` in them is the home folder

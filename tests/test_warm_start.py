@@ -121,16 +121,37 @@ def test_a_source_whose_problem_is_unknown_is_a_one_line_error(source_run, tmp_p
     assert not (tmp_path / "tuned").exists()
 
 
-def test_a_checkpoint_outside_a_run_is_a_one_line_error(source_run, tmp_path):
-    """Without hparams.json beside it or above it, what it was trained with is unknown."""
+def test_a_checkpoint_outside_a_run_is_checked_against_the_hparams_stored_in_it(source_run,
+                                                                               tmp_path):
+    """Without hparams.json beside it or above it, the hparams stored in the checkpoint say
+    what it was trained with (algorithmic_copy has no vocabulary file to compare); a
+    checkpoint without them (Keras's own, or an older one) is refused, as what it was trained
+    with is unknown."""
+    import h5py
+
     source = copied_source(source_run, tmp_path / "loose")
     checkpoint = source / f"ckpt-{SOURCE_STEPS}.weights.h5"
     (source / "hparams.json").unlink()
-    result = trainer(f"--hparams={HPARAMS}", f"--output_dir={tmp_path / 'tuned'}",
-                     f"--warm_start_from={checkpoint}", "--train_steps=2")
-    assert f"no hparams.json beside {checkpoint} or in the folder above it" in one_line_error(
-        result)
-    assert not (tmp_path / "tuned").exists()
+    tuned = trainer(f"--hparams={FINE_TUNING_HPARAMS}", f"--output_dir={tmp_path / 'tuned'}",
+                    f"--warm_start_from={checkpoint}", "--train_steps=2")
+    assert tuned.returncode == 0, tuned.stderr
+    assert f"Warm-started from {checkpoint}" in tuned.stdout
+    two_layers = HPARAMS.replace("num_hidden_layers=1", "num_hidden_layers=2")
+    deeper = trainer(f"--hparams={two_layers}",
+                     f"--output_dir={tmp_path / 'deeper'}", f"--warm_start_from={checkpoint}",
+                     "--train_steps=2")
+    assert one_line_error(deeper).startswith(
+        f"error: --warm_start_from={checkpoint} was trained with other model hparams: "
+        f"num_hidden_layers=2 (source 1);")
+    with h5py.File(checkpoint, "r+") as weights:
+        del weights.attrs["t2t_repro_hparams"]
+    unknown = trainer(f"--hparams={HPARAMS}", f"--output_dir={tmp_path / 'unknown'}",
+                      f"--warm_start_from={checkpoint}", "--train_steps=2")
+    assert one_line_error(unknown) == (
+        f"error: no hparams.json beside {checkpoint} or in the folder above it, and the "
+        f"checkpoint holds no hparams (older checkpoints do not), so what it was trained with "
+        f"is unknown; name a checkpoint of a run the trainer wrote.")
+    assert not (tmp_path / "deeper").exists() and not (tmp_path / "unknown").exists()
 
 
 def test_a_run_trained_from_python_is_recorded_for_fine_tuning_as_the_trainers(tmp_path):

@@ -110,6 +110,11 @@ class Problem:
         or None when unknown before reading them; used to report what `max_length` drops."""
         return None
 
+    def vocabulary_files(self):
+        """{"source": path, "target": path} of the files the problem encodes each side with
+        (one path twice when the vocabulary is shared); {} when its tokens are ids."""
+        return {}
+
     def encode(self, text):
         """Source text -> ids ending in EOS; raises UnencodableInputError for text outside
         what the problem accepts."""

@@ -148,6 +148,9 @@ class TextPairProblem(Problem):
         """The distinct vocabulary files, source first: one when shared, else two."""
         return list(dict.fromkeys([self.source_vocabulary_path, self.target_vocabulary_path]))
 
+    def vocabulary_files(self):
+        return {SOURCE: self.source_vocabulary_path, TARGET: self.target_vocabulary_path}
+
     @property
     def vocabulary_path(self):
         """The shared vocabulary's file; an error for a problem with two."""

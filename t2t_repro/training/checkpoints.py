@@ -4,9 +4,11 @@ A checkpoint is Keras's `.weights.h5` of a compiled model, which holds the optim
 variables (its step counter included) beside the model's, so restoring one resumes training
 exactly where it stopped. Files are written under a temporary name and renamed, so a run killed
 mid-write never leaves a half-written checkpoint that looks complete. Each file also holds
-its model's hparams, so that a checkpoint copied out of its run still says what model it is.
+its model's hparams and the digests of the vocabulary files it was built for, so that a
+checkpoint copied out of its run still says what model it is and what text it reads.
 """
 
+import hashlib
 import json
 import os
 import re
@@ -18,7 +20,8 @@ import keras
 from t2t_repro.errors import ConfigurationError
 from t2t_repro import hparams as hparams_lib
 from t2t_repro.utils.atomic_files import atomic_path, is_temporary, target_name
-from t2t_repro.names import AVERAGED_MARKER, CHECKPOINT_HPARAMS_ATTRIBUTE
+from t2t_repro.names import (AVERAGED_MARKER, CHECKPOINT_HPARAMS_ATTRIBUTE,
+                             CHECKPOINT_VOCABULARIES_ATTRIBUTE)
 
 _CHECKPOINT_PATTERN = re.compile(r"^ckpt-(\d+)\.weights\.h5$")
 
@@ -33,26 +36,83 @@ def checkpoint_step(path):
     return int(match.group(1)) if match else None
 
 
+def vocabulary_digests(problem):
+    """{side: SHA-256 of its vocabulary file} for the files `problem` encodes with that exist
+    ({} for a problem whose tokens are ids): what a model built for it stores in its
+    checkpoints (`save_weights`)."""
+    digests = {}
+    for side, path in problem.vocabulary_files().items():
+        if os.path.exists(path):
+            with open(path, "rb") as f:
+                digests[side] = hashlib.file_digest(f, "sha256").hexdigest()
+    return digests
+
+
+def vocabulary_difference(stored, problem, digests):
+    """"another <side> vocabulary than <problem's file>" for the first side whose digest in
+    `stored` is not `problem`'s (`digests`, as `vocabulary_digests` gives them); None when
+    every stored side matches."""
+    for side, digest in stored.items():
+        if digests.get(side) == digest:
+            continue
+        path = problem.vocabulary_files().get(side)
+        if path is None:
+            than = f"--problem={problem.name}'s, which has none"
+        elif side in digests:
+            than = f"{path} (SHA-256 {digests[side][:12]}, the checkpoint's {digest[:12]})"
+        else:
+            than = f"{path}, which is missing"
+        return f"another {side} vocabulary than {than}"
+    return None
+
+
 def save_weights(model, path):
-    """Keras's `model.save_weights(path)`, with the model's hparams (where it has them) stored
-    in the file's attributes (`stored_hparams`)."""
+    """Keras's `model.save_weights(path)`, with the model's hparams and its vocabularies'
+    digests (where it has them: `training.run.build_model` gives them) stored in the file's
+    attributes (`stored_hparams`, `stored_vocabulary_digests`)."""
     import h5py
 
     model.save_weights(path)
     hparams = getattr(model, "hparams", None)
-    if isinstance(hparams, hparams_lib.HParams):
-        with h5py.File(path, "r+") as weights:
+    digests = getattr(model, "vocabulary_digests", None)
+    with h5py.File(path, "r+") as weights:
+        if isinstance(hparams, hparams_lib.HParams):
             weights.attrs[CHECKPOINT_HPARAMS_ATTRIBUTE] = hparams.to_json()
+        if digests:
+            weights.attrs[CHECKPOINT_VOCABULARIES_ATTRIBUTE] = json.dumps(dict(digests))
+
+
+def _stored_attribute(path, name):
+    import h5py
+
+    with h5py.File(path, "r") as weights:
+        return weights.attrs.get(name)
+
+
+def stored_vocabulary_digests(path):
+    """The vocabulary digests `save_weights` stored in the checkpoint `path` ({side: SHA-256});
+    None for a file written otherwise, or by a model of a problem without vocabulary files."""
+    stored = _stored_attribute(path, CHECKPOINT_VOCABULARIES_ATTRIBUTE)
+    if stored is None:
+        return None
+    try:
+        digests = json.loads(stored)
+        if not (isinstance(digests, dict)
+                and all(isinstance(digest, str) for digest in digests.values())):
+            raise TypeError(f"a JSON {type(digests).__name__}, not an object of strings")
+    except (ValueError, TypeError) as error:
+        raise ConfigurationError(
+            f"{path}'s {CHECKPOINT_VOCABULARIES_ATTRIBUTE} attribute holds no readable "
+            f"vocabulary digests ({error}); restore the checkpoint from a copy, or name "
+            f"another.") from None
+    return digests
 
 
 def stored_hparams(path):
     """The model hparams `save_weights` stored in the checkpoint `path`; None for a file
     written otherwise (by Keras alone, or before checkpoints held them). HParamsError when
     they cannot be read."""
-    import h5py
-
-    with h5py.File(path, "r") as weights:
-        stored = weights.attrs.get(CHECKPOINT_HPARAMS_ATTRIBUTE)
+    stored = _stored_attribute(path, CHECKPOINT_HPARAMS_ATTRIBUTE)
     if stored is None:
         return None
     return hparams_lib.from_json(

@@ -89,6 +89,7 @@ def build_model(model_name, hparams, problem, dtype_policy="float32"):
     model_class = registry.models[model_name]
     model = model_class(problem.model_hparams(hparams), problem.input_vocab_size,
                         problem.target_vocab_size, dtype=dtype_policy)
+    model.vocabulary_digests = checkpoints.vocabulary_digests(problem)  # for its checkpoints
     return model.build_weights()
 
 
@@ -117,6 +118,7 @@ def load_trained_model(model_name, hparams, problem, checkpoint_path):
     check_checkpoint_run(checkpoint_path, hparams)
     model = build_model(model_name, hparams, problem)
     check_stored_hparams(checkpoint_path, model)
+    check_stored_vocabularies(checkpoint_path, problem, model.vocabulary_digests)
     try:
         model.load_weights(checkpoint_path)
     except ValueError as error:  # Keras: variables missing from the file, or of other shapes
@@ -172,6 +174,19 @@ def check_stored_hparams(checkpoint_path, model):
     _raise_if_different(checkpoint_path, model.hparams,
                         checkpoints.stored_hparams(checkpoint_path), "those stored in it",
                         "stored")
+
+
+def check_stored_vocabularies(checkpoint_path, problem, digests):
+    """CheckpointMismatchError naming the first side whose vocabulary file (`problem`'s, of
+    `digests`) is not the one the model that wrote `checkpoint_path` was built for, where the
+    file holds their digests: a model reads ids, and another vocabulary of the same size
+    gives it other text without a word."""
+    stored = checkpoints.stored_vocabulary_digests(checkpoint_path)
+    differs = checkpoints.vocabulary_difference(stored or {}, problem, digests)
+    if differs:
+        raise CheckpointMismatchError(
+            f"{checkpoint_path} was trained with {differs}; read it with the problem and "
+            f"--data_dir it was trained with.")
 
 
 def _raise_if_different(checkpoint_path, hparams, saved, whose, theirs):

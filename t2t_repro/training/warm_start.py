@@ -4,7 +4,8 @@
 What may differ from the source run is what only training reads (dropout, the learning rate
 and its schedule, the optimizer's constants, batch size, label smoothing, steps, precision);
 anything else would change a weight's shape or what the weights compute, and so would a
-different vocabulary. Both are errors found before the new run writes anything.
+different vocabulary. Both are errors found before the new run writes anything. A checkpoint
+outside any run folder says both itself: the hparams and vocabulary digests stored in it.
 """
 
 import filecmp
@@ -40,29 +41,37 @@ def source_checkpoint(path):
     return checkpoints.named_checkpoint(path)
 
 
-def source_run_dir(checkpoint):
-    """The run folder the checkpoint belongs to (`run_records.run_dir_of`); WarmStartError if
-    it has none."""
-    run_dir = run_records.run_dir_of(checkpoint)
-    if run_dir is None:
-        raise WarmStartError(f"no {hparams_lib.HPARAMS_FILENAME} beside {checkpoint} or in the "
-                             f"folder above it, so what it was trained with is unknown; name "
-                             f"a checkpoint of a run the trainer wrote.")
-    return run_dir
+def _unknown(checkpoint, what):
+    return WarmStartError(f"no {hparams_lib.HPARAMS_FILENAME} beside {checkpoint} or in the "
+                          f"folder above it, and the checkpoint holds no {what} (older "
+                          f"checkpoints do not), so what it was trained with is unknown; name "
+                          f"a checkpoint of a run the trainer wrote.")
 
 
 def source_hparams(checkpoint):
-    """The hparams of the run `checkpoint` belongs to: a fine-tuning run without an hparams
-    set of its own takes them (an imported model's are no registered set)."""
-    return hparams_lib.load(source_run_dir(checkpoint))
+    """The hparams of the run `checkpoint` belongs to, or else those stored in it: a
+    fine-tuning run without an hparams set of its own takes them (an imported model's are no
+    registered set)."""
+    run_dir = run_records.run_dir_of(checkpoint)
+    hparams = (hparams_lib.load(run_dir) if run_dir is not None
+               else checkpoints.stored_hparams(checkpoint))
+    if hparams is None:
+        raise _unknown(checkpoint, "hparams")
+    return hparams
 
 
 def check_source(checkpoint, problem, hparams):
-    """WarmStartError (or ConfigurationError) unless the run `checkpoint` belongs to can give
-    a run of `hparams` on `problem` its weights: the same model hparams
-    (`check_hparams`) and the same vocabulary files (`check_vocabularies`)."""
+    """WarmStartError (or ConfigurationError) unless `checkpoint` can give a run of `hparams`
+    on `problem` its weights: the same model hparams (`check_hparams`) and the same
+    vocabularies (`check_vocabularies` against the files of the run it belongs to; outside a
+    run, `check_stored_vocabularies`)."""
+    source_dir = run_records.run_dir_of(checkpoint)
+    if source_dir is None:
+        check_stored_vocabularies(checkpoint, problem)
+        # The stored hparams are the model's, as the problem's data adapts them.
+        check_hparams(checkpoint, problem.model_hparams(hparams))
+        return
     check_hparams(checkpoint, hparams)
-    source_dir = source_run_dir(checkpoint)
     source_problem = run_records.recorded_problem(source_dir)
     if source_problem is None:
         raise WarmStartError(f"{source_dir}/{FLAGS_FILENAME} names no problem, so the "
@@ -124,6 +133,21 @@ def check_vocabularies(source_vocabularies, vocabularies):
                 f"the vocabulary differs from the run to start from: {vocabulary} is not "
                 f"{source_vocabulary}; its embeddings belong to its own vocabulary, so "
                 f"fine-tune on data encoded with it.")
+
+
+def check_stored_vocabularies(checkpoint, problem):
+    """WarmStartError unless the vocabulary digests stored in `checkpoint` are those of
+    `problem`'s files, side by side; a checkpoint without them is refused when `problem` has
+    vocabulary files (it may have been trained on any)."""
+    digests = checkpoints.vocabulary_digests(problem)
+    stored = checkpoints.stored_vocabulary_digests(checkpoint)
+    if stored is None and digests:
+        raise _unknown(checkpoint, "vocabulary digests")
+    differs = checkpoints.vocabulary_difference(stored or {}, problem, digests)
+    if differs:
+        raise WarmStartError(f"--warm_start_from={checkpoint} was trained with {differs}; its "
+                             f"embeddings belong to its own vocabulary, so fine-tune on data "
+                             f"encoded with it.")
 
 
 def load_weights_with_fresh_optimizer(model, checkpoint):

@@ -11,6 +11,7 @@ import json
 import pathlib
 import shutil
 
+import h5py
 import numpy as np
 import pytest
 import sentencepiece
@@ -134,13 +135,21 @@ def test_the_export_answers_as_the_decoder(deen_run, corpus, export_runner):
 # --- Fine-tuning on another corpus ------------------------------------------------------------
 
 
-def fine_tune(deen_run, data_dir, output_dir):
+def fine_tune(deen_run, data_dir, output_dir, source=None):
+    """Two steps from `source` (default: the run's newest checkpoint)."""
     return run_module(
         "t2t_repro.trainer", "--problem=translate_text_files", f"--data_dir={data_dir}",
         f"--output_dir={output_dir}", "--hparams_set=transformer_tiny",
         "--hparams=batch_size=1024,max_length=128,learning_rate_constant=0.5,"
         "num_hidden_layers=1", "--train_steps=2", "--schedule=train",
-        f"--warm_start_from={deen_run['run']}")
+        f"--warm_start_from={source or deen_run['run']}")
+
+
+def copied_out(checkpoint, folder):
+    """A copy of `checkpoint` alone in `folder`, outside any run."""
+    folder.mkdir()
+    shutil.copy(checkpoint, folder)
+    return folder / checkpoint.name
 
 
 def test_fine_tuning_on_another_corpus_encoded_with_the_runs_vocabulary(deen_run, corpus,
@@ -155,14 +164,43 @@ def test_fine_tuning_on_another_corpus_encoded_with_the_runs_vocabulary(deen_run
     assert tuned.returncode == 0, tuned.stderr
     assert f"Warm-started from {deen_run['run'] / 'ckpt-30.weights.h5'}" in tuned.stdout
     assert (tmp_path / "run" / "ckpt-2.weights.h5").is_file()
+    # Outside its run, the checkpoint's stored vocabulary digests match these files.
+    copied = copied_out(deen_run["run"] / "ckpt-30.weights.h5", tmp_path / "copied")
+    from_copy = fine_tune(deen_run, tmp_path / "data", tmp_path / "from_copy", source=copied)
+    assert from_copy.returncode == 0, from_copy.stderr
+    assert f"Warm-started from {copied}" in from_copy.stdout
 
 
 def test_another_vocabulary_is_an_error_naming_both_files(deen_run, corpus, tmp_path):
+    """Fine-tuning names both files; fine-tuning from or decoding a checkpoint copied out of
+    the run, which only the digests stored in it tie to its vocabulary, names the file it is
+    not (a vocabulary of the same size: without the check it decodes other text without a
+    word); without the digests, what it was trained on is unknown."""
     generated = datagen(tmp_path / "data", data_hparams(corpus, train="part-2"))
     assert generated.returncode == 0, generated.stderr
     line = one_line_error(fine_tune(deen_run, tmp_path / "data", tmp_path / "run"))
-    assert str(tmp_path / "data" / "translate_text_files.spm.model") in line
+    other = tmp_path / "data" / "translate_text_files.spm.model"
+    assert str(other) in line
     assert str(deen_run["data"] / "translate_text_files.spm.model") in line
+    assert not (tmp_path / "run").exists()
+    copied = copied_out(deen_run["run"] / "ckpt-30.weights.h5", tmp_path / "copied")
+    decoded = run_module("t2t_repro.decoder", "--problem=translate_text_files",
+                         f"--data_dir={tmp_path / 'data'}", f"--checkpoint_path={copied}",
+                         input="Ein Mann .\n")
+    assert decoded.returncode == 1 and "Traceback" not in decoded.stderr, decoded.stderr
+    assert decoded.stderr.splitlines()[-1].startswith(
+        f"error: {copied} was trained with another source vocabulary than {other} (SHA-256 ")
+    assert "Decoding with" not in decoded.stderr
+    line = one_line_error(fine_tune(deen_run, tmp_path / "data", tmp_path / "run",
+                                    source=copied))
+    assert line.startswith(f"error: --warm_start_from={copied} was trained with another source "
+                           f"vocabulary than {other} (SHA-256 ")
+    with h5py.File(copied, "r+") as weights:
+        del weights.attrs["t2t_repro_vocabularies"]
+    line = one_line_error(fine_tune(deen_run, tmp_path / "data", tmp_path / "run",
+                                    source=copied))
+    assert line.startswith(f"error: no hparams.json beside {copied} or in the folder above it, "
+                           f"and the checkpoint holds no vocabulary digests")
     assert not (tmp_path / "run").exists()
 
 
@@ -368,6 +406,12 @@ def test_fine_tuning_with_both_vocabularies_given(separate_run, corpus, tmp_path
     tuned = fine_tune(separate_run, tmp_path / "data", tmp_path / "run")
     assert tuned.returncode == 0, tuned.stderr
     assert (tmp_path / "run" / "ckpt-2.weights.h5").is_file()
+    # Outside its run: the hparams stored in the checkpoint are its model's, whose embeddings
+    # the separate vocabularies made separate, and --hparams_set's are compared as adapted.
+    copied = copied_out(separate_run["run"] / "ckpt-30.weights.h5", tmp_path / "copied")
+    from_copy = fine_tune(separate_run, tmp_path / "data", tmp_path / "from_copy",
+                          source=copied)
+    assert from_copy.returncode == 0, from_copy.stderr
 
 
 def test_a_shared_vocabulary_hparam_with_separate_vocabularies_is_an_error(corpus, tmp_path):

@@ -396,3 +396,137 @@ def test_unreadable_stored_hparams_are_a_one_line_error_naming_the_checkpoint(
                               f"hparams ({why}")
     assert message.endswith("). Restore the checkpoint from a copy, or name another.")
     assert "\n" not in message
+
+
+def reverse_with_vocabulary_files(files):
+    """algorithmic_reverse (ids are its tokens) as if it encoded with the vocabulary `files`
+    ({side: path}), so that a tiny model stands for a text problem's."""
+    from problems.algorithmic import AlgorithmicReverse
+
+    problem = AlgorithmicReverse()
+    problem.vocabulary_files = lambda: files
+    return problem
+
+
+def sha256_of(path):
+    import hashlib
+
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_every_checkpoint_holds_the_digests_of_its_models_vocabulary_files(tmp_path):
+    """Separate source and target files: each side's SHA-256, in the checkpoint manager's
+    checkpoints and their average; a problem without vocabulary files stores none."""
+    from problems.algorithmic import AlgorithmicReverse
+    from t2t_repro.hparams import create_hparams
+    from t2t_repro.training.averaging import average_checkpoints
+    from t2t_repro.training.run import build_model, compile_for_training
+
+    source, target = tmp_path / "source.model", tmp_path / "target.model"
+    source.write_bytes(b"source pieces")
+    target.write_bytes(b"target pieces")
+    problem = reverse_with_vocabulary_files({"source": str(source), "target": str(target)})
+    hparams = create_hparams("transformer_tiny", "num_hidden_layers=1")
+    model = compile_for_training(build_model("transformer", hparams, problem), hparams)
+    manager = CheckpointManager(str(tmp_path / "run"), model)
+    first = manager.save()
+    model.optimizer.iterations.assign(1)
+    second = manager.save()
+    average = average_checkpoints([first, second], str(tmp_path / "avg" / "ckpt-1.weights.h5"))
+    for path in (first, second, average):
+        assert checkpoints.stored_vocabulary_digests(path) == {
+            "source": sha256_of(source), "target": sha256_of(target)}
+    without = str(tmp_path / "ids" / "ckpt-0.weights.h5")
+    os.makedirs(os.path.dirname(without))
+    checkpoints.save_weights(build_model("transformer", hparams, AlgorithmicReverse()), without)
+    assert checkpoints.stored_vocabulary_digests(without) is None
+    assert checkpoints.stored_hparams(without) is not None
+
+
+@pytest.mark.parametrize("target_then, message", [
+    (b"target pieces", None),  # the same contents at another path: loads
+    (b"other pieces", "another target vocabulary than {target} (SHA-256 {ours}, the "
+                      "checkpoint's {theirs}); read it with the problem and --data_dir it was "
+                      "trained with."),
+    (None, "another target vocabulary than {target}, which is missing; read it with the "
+           "problem and --data_dir it was trained with."),
+])
+def test_a_checkpoint_read_with_another_vocabulary_is_refused_naming_the_side_and_file(
+        tmp_path, target_then, message):
+    """The source file is the same; the target file has other contents of the same size, or is
+    missing. A model reads ids: without the check it would load and decode other text."""
+    from t2t_repro.errors import UserError
+    from t2t_repro.hparams import create_hparams
+    from t2t_repro.training.run import build_model, load_trained_model
+
+    (tmp_path / "then").mkdir()
+    (tmp_path / "now").mkdir()
+    files = {side: {when: tmp_path / when / f"{side}.model" for when in ("then", "now")}
+             for side in ("source", "target")}
+    for when in ("then", "now"):
+        files["source"][when].write_bytes(b"source pieces")
+    files["target"]["then"].write_bytes(b"target pieces")
+    if target_then is not None:
+        files["target"]["now"].write_bytes(target_then)
+    hparams = create_hparams("transformer_tiny", "num_hidden_layers=1")
+    path = str(tmp_path / "ckpt-1.weights.h5")
+    trained_for = reverse_with_vocabulary_files(
+        {side: str(paths["then"]) for side, paths in files.items()})
+    checkpoints.save_weights(build_model("transformer", hparams, trained_for), path)
+    read_with = reverse_with_vocabulary_files(
+        {side: str(paths["now"]) for side, paths in files.items()})
+    if message is None:
+        load_trained_model("transformer", hparams, read_with, path)
+        return
+    with pytest.raises(UserError) as raised:
+        load_trained_model("transformer", hparams, read_with, path)
+    theirs = sha256_of(files["target"]["then"])[:12]
+    ours = theirs if target_then is None else sha256_of(files["target"]["now"])[:12]
+    assert str(raised.value) == f"{path} was trained with " + message.format(
+        target=files["target"]["now"], ours=ours, theirs=theirs)
+
+
+def test_a_checkpoint_with_vocabulary_files_read_by_a_problem_of_ids_is_refused(tmp_path):
+    from problems.algorithmic import AlgorithmicReverse
+    from t2t_repro.errors import UserError
+    from t2t_repro.hparams import create_hparams
+    from t2t_repro.training.run import build_model, load_trained_model
+
+    shared = tmp_path / "shared.model"
+    shared.write_bytes(b"pieces")
+    hparams = create_hparams("transformer_tiny", "num_hidden_layers=1")
+    path = str(tmp_path / "ckpt-1.weights.h5")
+    trained_for = reverse_with_vocabulary_files({"source": str(shared), "target": str(shared)})
+    checkpoints.save_weights(build_model("transformer", hparams, trained_for), path)
+    with pytest.raises(UserError) as raised:
+        load_trained_model("transformer", hparams, AlgorithmicReverse(), path)
+    assert str(raised.value) == (
+        f"{path} was trained with another source vocabulary than "
+        f"--problem=algorithmic_reverse's, which has none; read it with the problem and "
+        f"--data_dir it was trained with.")
+
+
+@pytest.mark.parametrize("stored, why", [('{"source": ', "Expecting value"),
+                                         ('["abc"]', "a JSON list, not an object of strings")])
+def test_unreadable_vocabulary_digests_are_a_one_line_error_naming_the_checkpoint(
+        tmp_path, stored, why):
+    import h5py
+
+    from problems.algorithmic import AlgorithmicReverse
+    from t2t_repro.errors import UserError
+    from t2t_repro.hparams import create_hparams
+    from t2t_repro.training.run import build_model, load_trained_model
+
+    hparams, problem = create_hparams("transformer_tiny", "num_hidden_layers=1"), \
+        AlgorithmicReverse()
+    path = str(tmp_path / "ckpt-1.weights.h5")
+    checkpoints.save_weights(build_model("transformer", hparams, problem), path)
+    with h5py.File(path, "r+") as weights:
+        weights.attrs["t2t_repro_vocabularies"] = stored
+    with pytest.raises(UserError) as raised:
+        load_trained_model("transformer", hparams, problem, path)
+    message = str(raised.value)
+    assert message.startswith(f"{path}'s t2t_repro_vocabularies attribute holds no readable "
+                              f"vocabulary digests ({why}")
+    assert message.endswith("); restore the checkpoint from a copy, or name another.")
+    assert "\n" not in message
