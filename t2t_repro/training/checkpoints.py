@@ -49,9 +49,9 @@ def vocabulary_digests(problem):
 
 
 def vocabulary_difference(stored, problem, digests):
-    """"another <side> vocabulary than <problem's file>" for the first side whose digest in
-    `stored` is not `problem`'s (`digests`, as `vocabulary_digests` gives them); None when
-    every stored side matches."""
+    """The words `another <side> vocabulary than <problem's file>` for the first side whose
+    digest in `stored` is not `problem`'s (`digests`, as `vocabulary_digests` gives them); None
+    when every stored side matches."""
     for side, digest in stored.items():
         if digests.get(side) == digest:
             continue

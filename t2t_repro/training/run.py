@@ -286,11 +286,15 @@ class TrainingRunBase:
 
     def restore(self):
         """Loads the latest checkpoint, if any, else the warm start's weights; returns the
-        step it resumes from."""
-        step = self.checkpoints.restore()
+        step it resumes from. A checkpoint of another vocabulary than the problem's (its data
+        folder generated again from other text) is a CheckpointMismatchError."""
+        latest = checkpoints.latest_checkpoint(self.output_dir)
+        if latest is not None:
+            check_stored_vocabularies(latest, self.problem,
+                                      checkpoints.vocabulary_digests(self.problem))
+        step = self.checkpoints.restore(latest)
         if step:
-            self.print_fn(f"Resumed from {checkpoints.latest_checkpoint(self.output_dir)} "
-                          f"at step {step}.")
+            self.print_fn(f"Resumed from {latest} at step {step}.")
         elif self.warm_start_from:
             warm_start.load_weights_with_fresh_optimizer(self.model, self.warm_start_from)
             self.print_fn(f"Warm-started from {self.warm_start_from}: its weights, a fresh "

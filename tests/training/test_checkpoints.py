@@ -530,3 +530,31 @@ def test_unreadable_vocabulary_digests_are_a_one_line_error_naming_the_checkpoin
                               f"vocabulary digests ({why}")
     assert message.endswith("); restore the checkpoint from a copy, or name another.")
     assert "\n" not in message
+
+
+def test_a_run_whose_vocabulary_changed_since_its_checkpoint_is_refused_on_resuming(tmp_path):
+    """Its data folder generated again from other text: the ids of its checkpoint's embeddings
+    no longer name the pieces they were trained on."""
+    from t2t_repro.errors import UserError
+    from t2t_repro.hparams import create_hparams
+    from t2t_repro.training.run_factory import create_training_run
+
+    vocabulary = tmp_path / "shared.model"
+    vocabulary.write_bytes(b"pieces")
+    problem = reverse_with_vocabulary_files({"source": str(vocabulary),
+                                             "target": str(vocabulary)})
+    hparams = create_hparams("transformer_tiny", "num_hidden_layers=1")
+
+    def resumed_run():
+        return create_training_run(problem, hparams, str(tmp_path / "run"),
+                                   print_fn=lambda line: None)
+
+    run = resumed_run()
+    run.model.optimizer.iterations.assign(1)
+    saved = run.checkpoints.save()
+    assert resumed_run().restore() == 1
+    vocabulary.write_bytes(b"other pieces")
+    with pytest.raises(UserError) as raised:
+        resumed_run().restore()
+    assert str(raised.value).startswith(
+        f"{saved} was trained with another source vocabulary than {vocabulary} (SHA-256 ")
