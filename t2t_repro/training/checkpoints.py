@@ -103,7 +103,7 @@ def stored_vocabulary_digests(path):
     except (ValueError, TypeError) as error:
         raise ConfigurationError(
             f"{path}'s {CHECKPOINT_VOCABULARIES_ATTRIBUTE} attribute holds no readable "
-            f"vocabulary digests ({error}); restore the checkpoint from a copy, or name "
+            f"vocabulary digests ({error}). Restore the checkpoint from a copy, or name "
             f"another.") from None
     return digests
 

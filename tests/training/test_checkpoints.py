@@ -350,54 +350,6 @@ def test_a_checkpoint_of_another_model_is_a_user_error_naming_what_differs(
     assert "\n" not in message
 
 
-def test_every_checkpoint_a_run_writes_holds_its_models_hparams_and_an_average_keeps_them(
-        tmp_path):
-    """Written by the checkpoint manager and kept by an average of its checkpoints; a file
-    Keras wrote alone holds none."""
-    from problems.algorithmic import AlgorithmicReverse
-    from t2t_repro.hparams import create_hparams
-    from t2t_repro.training.averaging import average_checkpoints
-    from t2t_repro.training.run import build_model, compile_for_training
-
-    hparams = create_hparams("transformer_tiny", "num_heads=2,normalize_first=true")
-    model = compile_for_training(build_model("transformer", hparams, AlgorithmicReverse()),
-                                 hparams)
-    manager = CheckpointManager(str(tmp_path / "run"), model)
-    first = manager.save()
-    model.optimizer.iterations.assign(1)
-    second = manager.save()
-    average = average_checkpoints([first, second], str(tmp_path / "avg" / "ckpt-1.weights.h5"))
-    for path in (first, second, average):
-        assert checkpoints.stored_hparams(path) == hparams
-    model.save_weights(str(tmp_path / "keras.weights.h5"))
-    assert checkpoints.stored_hparams(str(tmp_path / "keras.weights.h5")) is None
-
-
-@pytest.mark.parametrize("stored, why", [('{"num_heads": ', "Expecting value"),
-                                         ('["num_heads", 2]', "a JSON list, not an object")])
-def test_unreadable_stored_hparams_are_a_one_line_error_naming_the_checkpoint(
-        tmp_path, stored, why):
-    import h5py
-
-    from problems.algorithmic import AlgorithmicReverse
-    from t2t_repro.errors import UserError
-    from t2t_repro.hparams import create_hparams
-    from t2t_repro.training.run import build_model, load_trained_model
-
-    hparams, problem = create_hparams("transformer_tiny"), AlgorithmicReverse()
-    path = str(tmp_path / "ckpt-1.weights.h5")
-    checkpoints.save_weights(build_model("transformer", hparams, problem), path)
-    with h5py.File(path, "r+") as weights:
-        weights.attrs["t2t_repro_hparams"] = stored
-    with pytest.raises(UserError) as raised:
-        load_trained_model("transformer", hparams, problem, path)
-    message = str(raised.value)
-    assert message.startswith(f"{path}'s t2t_repro_hparams attribute holds no readable "
-                              f"hparams ({why}")
-    assert message.endswith("). Restore the checkpoint from a copy, or name another.")
-    assert "\n" not in message
-
-
 def reverse_with_vocabulary_files(files):
     """algorithmic_reverse (ids are its tokens) as if it encoded with the vocabulary `files`
     ({side: path}), so that a tiny model stands for a text problem's."""
@@ -414,10 +366,11 @@ def sha256_of(path):
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def test_every_checkpoint_holds_the_digests_of_its_models_vocabulary_files(tmp_path):
-    """Separate source and target files: each side's SHA-256, in the checkpoint manager's
-    checkpoints and their average; a problem without vocabulary files stores none."""
-    from problems.algorithmic import AlgorithmicReverse
+def test_every_checkpoint_a_run_writes_holds_its_models_hparams_and_vocabulary_digests(
+        tmp_path):
+    """Written by the checkpoint manager and kept by an average of its checkpoints: the
+    hparams, and each side's SHA-256 of separate source and target files; a file Keras wrote
+    alone holds neither."""
     from t2t_repro.hparams import create_hparams
     from t2t_repro.training.averaging import average_checkpoints
     from t2t_repro.training.run import build_model, compile_for_training
@@ -426,7 +379,7 @@ def test_every_checkpoint_holds_the_digests_of_its_models_vocabulary_files(tmp_p
     source.write_bytes(b"source pieces")
     target.write_bytes(b"target pieces")
     problem = reverse_with_vocabulary_files({"source": str(source), "target": str(target)})
-    hparams = create_hparams("transformer_tiny", "num_hidden_layers=1")
+    hparams = create_hparams("transformer_tiny", "num_heads=2,normalize_first=true")
     model = compile_for_training(build_model("transformer", hparams, problem), hparams)
     manager = CheckpointManager(str(tmp_path / "run"), model)
     first = manager.save()
@@ -434,13 +387,53 @@ def test_every_checkpoint_holds_the_digests_of_its_models_vocabulary_files(tmp_p
     second = manager.save()
     average = average_checkpoints([first, second], str(tmp_path / "avg" / "ckpt-1.weights.h5"))
     for path in (first, second, average):
+        assert checkpoints.stored_hparams(path) == hparams
         assert checkpoints.stored_vocabulary_digests(path) == {
             "source": sha256_of(source), "target": sha256_of(target)}
-    without = str(tmp_path / "ids" / "ckpt-0.weights.h5")
-    os.makedirs(os.path.dirname(without))
-    checkpoints.save_weights(build_model("transformer", hparams, AlgorithmicReverse()), without)
-    assert checkpoints.stored_vocabulary_digests(without) is None
-    assert checkpoints.stored_hparams(without) is not None
+    model.save_weights(str(tmp_path / "keras.weights.h5"))
+    assert checkpoints.stored_hparams(str(tmp_path / "keras.weights.h5")) is None
+    assert checkpoints.stored_vocabulary_digests(str(tmp_path / "keras.weights.h5")) is None
+
+
+@pytest.mark.parametrize("attribute, what, stored, why", [
+    ("t2t_repro_hparams", "hparams", '{"num_heads": ', "Expecting value"),
+    ("t2t_repro_hparams", "hparams", '["num_heads", 2]', "a JSON list, not an object"),
+    ("t2t_repro_vocabularies", "vocabulary digests", '{"source": ', "Expecting value"),
+    ("t2t_repro_vocabularies", "vocabulary digests", '["abc"]',
+     "a JSON list, not an object of strings"),
+])
+def test_unreadable_stored_attributes_are_a_one_line_error_naming_the_checkpoint(
+        tmp_path, attribute, what, stored, why):
+    import h5py
+
+    from problems.algorithmic import AlgorithmicReverse
+    from t2t_repro.errors import UserError
+    from t2t_repro.hparams import create_hparams
+    from t2t_repro.training.run import build_model, load_trained_model
+
+    hparams, problem = create_hparams("transformer_tiny"), AlgorithmicReverse()
+    path = str(tmp_path / "ckpt-1.weights.h5")
+    checkpoints.save_weights(build_model("transformer", hparams, problem), path)
+    with h5py.File(path, "r+") as weights:
+        weights.attrs[attribute] = stored
+    with pytest.raises(UserError) as raised:
+        load_trained_model("transformer", hparams, problem, path)
+    message = str(raised.value)
+    assert message.startswith(f"{path}'s {attribute} attribute holds no readable {what} ({why}")
+    assert message.endswith("). Restore the checkpoint from a copy, or name another.")
+    assert "\n" not in message
+
+
+def test_a_checkpoint_of_a_problem_whose_tokens_are_ids_holds_no_vocabulary_digests(tmp_path):
+    from problems.algorithmic import AlgorithmicReverse
+    from t2t_repro.hparams import create_hparams
+    from t2t_repro.training.run import build_model
+
+    hparams = create_hparams("transformer_tiny", "num_hidden_layers=1")
+    path = str(tmp_path / "ckpt-0.weights.h5")
+    checkpoints.save_weights(build_model("transformer", hparams, AlgorithmicReverse()), path)
+    assert checkpoints.stored_vocabulary_digests(path) is None
+    assert checkpoints.stored_hparams(path) == hparams
 
 
 @pytest.mark.parametrize("target_then, message", [
@@ -504,32 +497,6 @@ def test_a_checkpoint_with_vocabulary_files_read_by_a_problem_of_ids_is_refused(
         f"{path} was trained with another source vocabulary than "
         f"--problem=algorithmic_reverse's, which has none; read it with the problem and "
         f"--data_dir it was trained with.")
-
-
-@pytest.mark.parametrize("stored, why", [('{"source": ', "Expecting value"),
-                                         ('["abc"]', "a JSON list, not an object of strings")])
-def test_unreadable_vocabulary_digests_are_a_one_line_error_naming_the_checkpoint(
-        tmp_path, stored, why):
-    import h5py
-
-    from problems.algorithmic import AlgorithmicReverse
-    from t2t_repro.errors import UserError
-    from t2t_repro.hparams import create_hparams
-    from t2t_repro.training.run import build_model, load_trained_model
-
-    hparams, problem = create_hparams("transformer_tiny", "num_hidden_layers=1"), \
-        AlgorithmicReverse()
-    path = str(tmp_path / "ckpt-1.weights.h5")
-    checkpoints.save_weights(build_model("transformer", hparams, problem), path)
-    with h5py.File(path, "r+") as weights:
-        weights.attrs["t2t_repro_vocabularies"] = stored
-    with pytest.raises(UserError) as raised:
-        load_trained_model("transformer", hparams, problem, path)
-    message = str(raised.value)
-    assert message.startswith(f"{path}'s t2t_repro_vocabularies attribute holds no readable "
-                              f"vocabulary digests ({why}")
-    assert message.endswith("); restore the checkpoint from a copy, or name another.")
-    assert "\n" not in message
 
 
 def test_a_run_whose_vocabulary_changed_since_its_checkpoint_is_refused_on_resuming(tmp_path):
