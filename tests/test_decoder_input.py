@@ -257,7 +257,8 @@ def test_a_checkpoint_path_alone_names_its_run_or_else_the_folder_holding_it(
         reverse_run, learned_positions_run, tmp_path):
     """Without --output_dir: the run the one checkpoint belongs to, whose flags.txt names the
     problem; outside any run, the folder holding it, decoded with the hparams stored in it;
-    several checkpoints, which may belong to several runs, name none."""
+    several checkpoints, which may belong to several runs, name none; a file that is no
+    checkpoint is refused as such, not as a folder without flags.txt."""
     lines = "1 2\n3 4 5\n"
     checkpoint = reverse_run / "ckpt-2.weights.h5"
     in_its_run = run_decoder(reverse_run, input=lines)
@@ -290,6 +291,14 @@ def test_a_checkpoint_path_alone_names_its_run_or_else_the_folder_holding_it(
     assert error_lines(ensemble.stderr) == [
         "error: missing --output_dir; name the trained run, or give --checkpoint_path one "
         "checkpoint; see --helpfull."]
+
+    notes = tmp_path / "notes.txt"
+    notes.write_text("not weights\n")
+    not_one = run_module("t2t_repro.decoder", f"--checkpoint_path={notes}", input=lines)
+    assert not_one.returncode == 1 and "Traceback" not in not_one.stderr, not_one.stderr
+    assert error_lines(not_one.stderr) == [
+        f"error: --checkpoint_path={notes} is not a checkpoint (Keras weights in HDF5, named "
+        f"ckpt-<step>.weights.h5); name a checkpoint file, or a directory holding one."]
 
 
 @pytest.mark.parametrize("flag", ["--decode_from_file", "--decode_reference",

@@ -8,6 +8,7 @@ import sys
 from absl import flags
 
 from t2t_repro.cli import run_flags  # noqa: F401 (--output_dir)
+from t2t_repro.errors import ConfigurationError
 
 FLAGS = flags.FLAGS
 
@@ -16,6 +17,17 @@ flags.DEFINE_string("checkpoint_path", None,
                     "<output_dir>/best or avg_checkpoints' output; default: the latest in "
                     "--output_dir, which defaults to the run this names. avg_checkpoints "
                     "averages the --n checkpoints ending at it.")
+
+
+def check_checkpoint_file(path, flag):
+    """Raises ConfigurationError unless `path` is a checkpoint as training and avg_checkpoints
+    write them: Keras weights in HDF5, named `*.weights.h5` (Keras loads nothing else)."""
+    import h5py
+
+    if not (path.endswith(".weights.h5") and h5py.is_hdf5(path)):
+        raise ConfigurationError(
+            f"{flag}={path} is not a checkpoint (Keras weights in HDF5, named "
+            f"ckpt-<step>.weights.h5); name a checkpoint file, or a directory holding one.")
 
 
 def output_dir_from_checkpoint():
@@ -29,6 +41,8 @@ def output_dir_from_checkpoint():
     named = FLAGS.checkpoint_path
     if FLAGS.output_dir or not named or "," in named:
         return
+    if os.path.isfile(named):
+        check_checkpoint_file(named, "--checkpoint_path")
     checkpoint = named_checkpoint(named)
     run_dir = run_dir_of(checkpoint)
     if run_dir:

@@ -13,7 +13,7 @@ import os
 from absl import flags
 
 from t2t_repro import hparams as hparams_lib
-from t2t_repro.cli import trained_run
+from t2t_repro.cli import checkpoint_flag, trained_run
 from t2t_repro.errors import ConfigurationError
 from t2t_repro.training.run_records import run_dir_of
 
@@ -36,7 +36,7 @@ def member_checkpoint(path):
         raise ConfigurationError(f"--checkpoint_path member {path!r} does not exist; name runs, "
                                  f"folders of checkpoints or checkpoint files, comma-separated.")
     if os.path.isfile(path):
-        trained_run.check_checkpoint_file(path, f"--checkpoint_path member {path}")
+        checkpoint_flag.check_checkpoint_file(path, f"--checkpoint_path member {path}")
     return named_checkpoint(path)
 
 

@@ -23,17 +23,6 @@ flags.DEFINE_integer("max_input_tokens", None,
                      "never truncated.", lower_bound=1)
 
 
-def check_checkpoint_file(path, flag):
-    """Raises ConfigurationError unless `path` is a checkpoint as training and avg_checkpoints
-    write them: Keras weights in HDF5, named `*.weights.h5` (Keras loads nothing else)."""
-    import h5py
-
-    if not (path.endswith(".weights.h5") and h5py.is_hdf5(path)):
-        raise ConfigurationError(
-            f"{flag}={path} is not a checkpoint (Keras weights in HDF5, named "
-            f"ckpt-<step>.weights.h5); name a checkpoint file, or a directory holding one.")
-
-
 def resolve_checkpoint():
     """The checkpoint file --checkpoint_path (or --output_dir) names."""
     from t2t_repro.training.checkpoints import named_checkpoint
@@ -43,8 +32,8 @@ def resolve_checkpoint():
         raise ConfigurationError(f"--checkpoint_path={path} names several checkpoints (an "
                                  f"ensemble), which only the decoder takes; name one.")
     if os.path.isfile(path):
-        check_checkpoint_file(path, "--checkpoint_path" if FLAGS.checkpoint_path else
-                              "--output_dir")
+        checkpoint_flag.check_checkpoint_file(
+            path, "--checkpoint_path" if FLAGS.checkpoint_path else "--output_dir")
     return named_checkpoint(path)
 
 
