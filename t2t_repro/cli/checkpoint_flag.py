@@ -30,20 +30,31 @@ def check_checkpoint_file(path, flag):
             f"ckpt-<step>.weights.h5); name a checkpoint file, or a directory holding one.")
 
 
+def resolve_checkpoint():
+    """The checkpoint file --checkpoint_path (or --output_dir) names."""
+    from t2t_repro.training.checkpoints import named_checkpoint
+
+    path = FLAGS.checkpoint_path or FLAGS.output_dir
+    if "," in path:
+        raise ConfigurationError(f"--checkpoint_path={path} names several checkpoints (an "
+                                 f"ensemble), which only the decoder takes; name one.")
+    if os.path.isfile(path):
+        check_checkpoint_file(
+            path, "--checkpoint_path" if FLAGS.checkpoint_path else "--output_dir")
+    return named_checkpoint(path)
+
+
 def output_dir_from_checkpoint():
     """Sets --output_dir, when it is not given, from the one checkpoint --checkpoint_path
     names: the run it belongs to (its hparams.json beside it or one folder above, as in
     `<run>/best`), else the folder holding it; and says so in one line. Several checkpoints
     (an ensemble) may belong to several runs, so they name none."""
-    from t2t_repro.training.checkpoints import named_checkpoint
     from t2t_repro.training.run_records import run_dir_of
 
     named = FLAGS.checkpoint_path
     if FLAGS.output_dir or not named or "," in named:
         return
-    if os.path.isfile(named):
-        check_checkpoint_file(named, "--checkpoint_path")
-    checkpoint = named_checkpoint(named)
+    checkpoint = resolve_checkpoint()
     run_dir = run_dir_of(checkpoint)
     if run_dir:
         FLAGS.output_dir = run_dir

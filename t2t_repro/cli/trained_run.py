@@ -23,20 +23,6 @@ flags.DEFINE_integer("max_input_tokens", None,
                      "never truncated.", lower_bound=1)
 
 
-def resolve_checkpoint():
-    """The checkpoint file --checkpoint_path (or --output_dir) names."""
-    from t2t_repro.training.checkpoints import named_checkpoint
-
-    path = FLAGS.checkpoint_path or FLAGS.output_dir
-    if "," in path:
-        raise ConfigurationError(f"--checkpoint_path={path} names several checkpoints (an "
-                                 f"ensemble), which only the decoder takes; name one.")
-    if os.path.isfile(path):
-        checkpoint_flag.check_checkpoint_file(
-            path, "--checkpoint_path" if FLAGS.checkpoint_path else "--output_dir")
-    return named_checkpoint(path)
-
-
 def resolve_hparams():
     """The run's hparams (saved in --output_dir, or the flags checked against them), after
     checking --model. Without either, a lone checkpoint's stored hparams
@@ -57,7 +43,7 @@ def lone_checkpoint_hparams():
     if (FLAGS.hparams_set or "," in named or not os.path.exists(named)
             or hparams_lib.load(FLAGS.output_dir) is not None):
         return None
-    checkpoint = resolve_checkpoint()
+    checkpoint = checkpoint_flag.resolve_checkpoint()
     stored = stored_hparams(checkpoint)
     if stored is not None:
         print(f"Using the model hparams stored in {checkpoint} (no --hparams_set given).",
@@ -70,7 +56,7 @@ def load_model(problem, hparams):
     checkpoint of another run must have been trained with `problem`'s vocabulary."""
     from t2t_repro.training.run import load_trained_model
 
-    checkpoint = resolve_checkpoint()
+    checkpoint = checkpoint_flag.resolve_checkpoint()
     run_dir = run_dir_of(checkpoint)
     if run_dir is not None and os.path.realpath(run_dir) != os.path.realpath(FLAGS.output_dir):
         named = (f"--checkpoint_path={FLAGS.checkpoint_path}" if FLAGS.checkpoint_path
