@@ -136,7 +136,7 @@ def run():
 
 
 def main(argv):
-    trained_run.start_trained_run_command(argv)
+    trained_run.start_trained_run_command(argv, takes_ensembles=True)
     run()
 
 

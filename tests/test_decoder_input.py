@@ -256,9 +256,10 @@ def test_a_checkpoint_copied_out_of_its_run_decodes_with_the_hparams_stored_in_i
 def test_a_checkpoint_path_alone_names_its_run_or_else_the_folder_holding_it(
         reverse_run, learned_positions_run, tmp_path):
     """Without --output_dir: the run the one checkpoint belongs to, whose flags.txt names the
-    problem; outside any run, the folder holding it, decoded with the hparams stored in it;
-    several checkpoints, which may belong to several runs, name none; a file that is no
-    checkpoint is refused as such, not as a folder without flags.txt."""
+    problem; outside any run, the folder holding it, decoded with the hparams stored in it; an
+    ensemble's first member names its run or folder, and the ensemble decodes as with that
+    --output_dir given; neither flag is an error naming both; a file that is no checkpoint is
+    refused as such, not as a folder without flags.txt."""
     lines = "1 2\n3 4 5\n"
     checkpoint = reverse_run / "ckpt-2.weights.h5"
     in_its_run = run_decoder(reverse_run, input=lines)
@@ -285,12 +286,23 @@ def test_a_checkpoint_path_alone_names_its_run_or_else_the_folder_holding_it(
     assert (f"Using the model hparams stored in {copied} (no --hparams_set given)."
             in alone.stderr)
 
-    ensemble = run_module("t2t_repro.decoder", "--problem=algorithmic_reverse",
-                          f"--checkpoint_path={checkpoint},{copied}", input=lines)
-    assert ensemble.returncode == 1 and "Traceback" not in ensemble.stderr, ensemble.stderr
-    assert error_lines(ensemble.stderr) == [
-        "error: missing --output_dir; name the trained run, or give --checkpoint_path one "
-        "checkpoint; see --helpfull."]
+    for members, named, its_folder, problem_flags in (
+            ((checkpoint, copied), f"the run the first --checkpoint_path member {checkpoint} "
+                                   f"belongs to", reverse_run, []),
+            ((copied, checkpoint), f"the folder holding {copied}", copied.parent,
+             ["--problem=algorithmic_reverse"])):
+        ensemble = ",".join(map(str, members))
+        given = run_decoder(reverse_run, f"--checkpoint_path={ensemble}", input=lines)
+        alone = run_module("t2t_repro.decoder", f"--checkpoint_path={ensemble}",
+                           "--decode_hparams=beam_size=1", *problem_flags, input=lines)
+        assert given.returncode == 0 and alone.returncode == 0, alone.stderr
+        assert output_lines(alone.stdout) == output_lines(given.stdout)
+        assert f"Using --output_dir={its_folder}, {named}." in alone.stderr, alone.stderr
+    neither = run_module("t2t_repro.decoder", "--problem=algorithmic_reverse", input=lines)
+    assert neither.returncode == 1 and "Traceback" not in neither.stderr, neither.stderr
+    assert error_lines(neither.stderr) == [
+        "error: missing --output_dir; name the trained run, or give --checkpoint_path; see "
+        "--helpfull."]
 
     notes = tmp_path / "notes.txt"
     notes.write_text("not weights\n")
@@ -299,6 +311,26 @@ def test_a_checkpoint_path_alone_names_its_run_or_else_the_folder_holding_it(
     assert error_lines(not_one.stderr) == [
         f"error: --checkpoint_path={notes} is not a checkpoint (Keras weights in HDF5, named "
         f"ckpt-<step>.weights.h5); name a checkpoint file, or a directory holding one."]
+
+
+@pytest.mark.parametrize("command, flags", [
+    ("t2t_repro.exporter", []), ("t2t_repro.export_ctranslate2", []),
+    ("t2t_repro.visualize", ["--inputs=1 2", "--plot_dir={tmp_path}/plots"]),
+    ("t2t_repro.avg_checkpoints", []),
+])
+@pytest.mark.parametrize("with_output_dir", [False, True], ids=["alone", "with --output_dir"])
+def test_an_ensemble_is_refused_by_the_commands_that_read_one_checkpoint(
+        reverse_run, tmp_path, command, flags, with_output_dir):
+    """At once, before any notice or folder: only the decoder takes several checkpoints."""
+    ensemble = f"{reverse_run},{reverse_run / 'ckpt-2.weights.h5'}"
+    before = sorted(os.listdir(reverse_run))
+    result = run_module(command, f"--checkpoint_path={ensemble}",
+                        *([f"--output_dir={reverse_run}"] if with_output_dir else []),
+                        *[flag.format(tmp_path=tmp_path) for flag in flags])
+    assert result.returncode == 1 and result.stderr == (
+        f"error: --checkpoint_path={ensemble} names several checkpoints (an ensemble), which "
+        f"only the decoder takes; name one.\n")
+    assert sorted(os.listdir(reverse_run)) == before and os.listdir(tmp_path) == []
 
 
 @pytest.mark.parametrize("flag", ["--decode_from_file", "--decode_reference",

@@ -34,16 +34,17 @@ def resolve_hparams():
 
 
 def lone_checkpoint_hparams():
-    """The hparams stored in the one checkpoint --checkpoint_path (or --output_dir) names when
-    no --hparams_set is given and --output_dir has no hparams.json; None otherwise."""
+    """The hparams stored in the checkpoint --checkpoint_path (or --output_dir) names, or in an
+    ensemble's first member, when no --hparams_set is given and --output_dir has no
+    hparams.json; None otherwise."""
     from t2t_repro import hparams as hparams_lib
     from t2t_repro.training.checkpoints import stored_hparams
 
     named = FLAGS.checkpoint_path or FLAGS.output_dir
-    if (FLAGS.hparams_set or "," in named or not os.path.exists(named)
+    if (FLAGS.hparams_set or ("," not in named and not os.path.exists(named))
             or hparams_lib.load(FLAGS.output_dir) is not None):
         return None
-    checkpoint = checkpoint_flag.resolve_checkpoint()
+    checkpoint, _ = checkpoint_flag.leading_checkpoint()
     stored = stored_hparams(checkpoint)
     if stored is not None:
         print(f"Using the model hparams stored in {checkpoint} (no --hparams_set given).",
@@ -124,14 +125,15 @@ def adopt_run_flags():
         print(f"Using {' '.join(adopted)} from {flags_path}.", file=sys.stderr)
 
 
-def start_trained_run_command(argv):
-    """The start of a command that reads a trained run: usage checked, the run's recorded
-    flags adopted, --t2t_usr_dir imported."""
+def start_trained_run_command(argv, takes_ensembles=False):
+    """The start of a command that reads a trained run (an ensemble's first member's run, if
+    it `takes_ensembles`): usage checked, the run's recorded flags adopted, --t2t_usr_dir
+    imported."""
     from t2t_repro.cli.entry_point import check_usage
 
-    checkpoint_flag.output_dir_from_checkpoint()
-    check_usage(argv, ("output_dir",), hint="name the trained run, or give --checkpoint_path "
-                "one checkpoint; see --helpfull")
+    checkpoint_flag.output_dir_from_checkpoint(takes_ensembles)
+    check_usage(argv, ("output_dir",), hint="name the trained run, or give --checkpoint_path; "
+                "see --helpfull")
     adopt_run_flags()
     missing_why = ("the run's flags.txt names none" if os.path.isdir(FLAGS.output_dir) else
                    f"--output_dir={FLAGS.output_dir} does not exist, so no flags.txt names one")
