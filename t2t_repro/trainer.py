@@ -239,6 +239,7 @@ def train_or_evaluate(claim_output_dir):
     from t2t_repro.training.run_factory import create_training_run
 
     problem = problem_flags.create_problem()
+    run_records.check_recorded_problem(FLAGS.output_dir, problem.name)
     warm_start_from = warm_start_source()
     hparams = model_flags.resolve_hparams(FLAGS.output_dir,
                                           base_when_no_set=warm_start_hparams(warm_start_from))

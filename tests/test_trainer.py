@@ -80,7 +80,7 @@ def test_run_writes_its_config_resumes_from_flagfile_and_refuses_other_hparams(t
                                                                                monkeypatch):
     """A run saves hparams.json and flags.txt, paths given relative recorded absolute;
     `--flagfile` reloads it from any folder and continues from the saved step; resuming with
-    different hparams is refused and leaves the saved files alone."""
+    different hparams or another problem is refused and leaves the saved files alone."""
     work, elsewhere = tmp_path / "work", tmp_path / "elsewhere"
     work.mkdir()
     elsewhere.mkdir()
@@ -130,6 +130,20 @@ def test_run_writes_its_config_resumes_from_flagfile_and_refuses_other_hparams(t
     assert "batch_size" in refused.stderr and "different hparams" in refused.stderr
     assert (output_dir / "hparams.json").read_text() == hparams_before
     assert not (output_dir / "ckpt-20.weights.h5").exists()
+
+    # Nor is another problem taken up (algorithmic_reverse reads the same ids), to train or to
+    # evaluate, and the run's flags.txt still records its own.
+    for schedule in ("train", "evaluate"):
+        other_problem = run_trainer(
+            "--problem=algorithmic_reverse", *TINY_RUN[1:], f"--output_dir={output_dir}",
+            "--train_steps=20", f"--schedule={schedule}")
+        assert other_problem.returncode == 1 and other_problem.stderr.splitlines() == [
+            f"error: --problem=algorithmic_reverse disagrees with --problem=algorithmic_copy "
+            f"that {output_dir / 'flags.txt'} records for this run; resume it with "
+            f"--flagfile={output_dir / 'flags.txt'}, or train algorithmic_reverse in another "
+            f"--output_dir (--warm_start_from={output_dir} starts from its weights)."]
+        assert (output_dir / "flags.txt").read_text() == flags_before
+        assert [step for step, _ in checkpoints.list_checkpoints(output_dir)] == [10, 15]
 
 
 def test_training_killed_with_sigkill_resumes_from_its_last_checkpoint(tmp_path):

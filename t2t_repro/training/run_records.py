@@ -72,6 +72,20 @@ def recorded_flags(run_dir):
         return {pair[0]: pair[1] for pair in pairs if len(pair) == 2}
 
 
+def check_recorded_problem(run_dir, problem_name):
+    """ConfigurationError when `run_dir`'s flags.txt records another problem than
+    `problem_name`: its checkpoints learned that problem, and resuming or evaluating them on
+    another (a reversed direction shares its vocabulary) would mix the two without a word."""
+    recorded = recorded_flags(run_dir).get("problem")
+    if recorded is not None and recorded != problem_name:
+        flags_path = os.path.join(run_dir, FLAGS_FILENAME)
+        raise ConfigurationError(
+            f"--problem={problem_name} disagrees with --problem={recorded} that {flags_path} "
+            f"records for this run; resume it with --flagfile={flags_path}, or train "
+            f"{problem_name} in another --output_dir (--warm_start_from={run_dir} starts from "
+            f"its weights).")
+
+
 def run_dir_of(checkpoint):
     """The run folder `checkpoint` belongs to: the one holding hparams.json, beside the
     checkpoint or one folder above (a checkpoint in `<run>/best`); None if neither does."""
