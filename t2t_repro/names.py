@@ -18,6 +18,8 @@ CHECKPOINT_HPARAMS_ATTRIBUTE = "t2t_repro_hparams"
 # The attribute holding the SHA-256 digests of the vocabulary files its model was built for,
 # as JSON {"source": ..., "target": ...} (training.checkpoints.save_weights).
 CHECKPOINT_VOCABULARIES_ATTRIBUTE = "t2t_repro_vocabularies"
+# The attribute holding the name of the problem its model was built for.
+CHECKPOINT_PROBLEM_ATTRIBUTE = "t2t_repro_problem"
 
 # The commands' flags that name files or folders (`--checkpoint_path` may name several, comma
 # separated; the list flags hold one path an item): a leading `~` in them is the home folder

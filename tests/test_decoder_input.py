@@ -256,7 +256,8 @@ def test_a_checkpoint_copied_out_of_its_run_decodes_with_the_hparams_stored_in_i
 def test_a_checkpoint_path_alone_names_its_run_or_else_the_folder_holding_it(
         reverse_run, learned_positions_run, tmp_path):
     """Without --output_dir: the run the one checkpoint belongs to, whose flags.txt names the
-    problem; outside any run, the folder holding it, decoded with the hparams stored in it; an
+    problem; outside any run, the folder holding it, decoded with the problem and hparams
+    stored in it (another problem is refused); an
     ensemble's first member names its run or folder, and the ensemble decodes as with that
     --output_dir given; neither flag is an error naming both; a file that is no checkpoint is
     refused as such, not as a folder without flags.txt."""
@@ -276,25 +277,29 @@ def test_a_checkpoint_path_alone_names_its_run_or_else_the_folder_holding_it(
     copied.parent.mkdir()
     shutil.copy(learned_positions_run / "ckpt-2.weights.h5", copied)
     learned = run_decoder(learned_positions_run, input=lines)
-    alone = run_module("t2t_repro.decoder", "--problem=algorithmic_reverse",
-                       f"--checkpoint_path={copied.parent}", "--decode_hparams=beam_size=1",
-                       input=lines)
+    alone = run_module("t2t_repro.decoder", f"--checkpoint_path={copied.parent}",
+                       "--decode_hparams=beam_size=1", input=lines)
     assert alone.returncode == 0, alone.stderr
     assert output_lines(alone.stdout) == output_lines(learned.stdout)
     assert (f"Using --output_dir={copied.parent}, the folder holding {copied}."
             in alone.stderr)
+    assert f"Using --problem=algorithmic_reverse stored in {copied}." in alone.stderr
     assert (f"Using the model hparams stored in {copied} (no --hparams_set given)."
             in alone.stderr)
+    other_problem = run_module("t2t_repro.decoder", f"--checkpoint_path={copied}",
+                               "--problem=algorithmic_copy", input=lines)
+    assert other_problem.returncode == 1 and error_lines(other_problem.stderr) == [
+        f"error: {copied} was trained on --problem=algorithmic_reverse, not algorithmic_copy; "
+        f"read it with --problem=algorithmic_reverse, or name a checkpoint of algorithmic_copy."]
 
-    for members, named, its_folder, problem_flags in (
+    for members, named, its_folder in (
             ((checkpoint, copied), f"the run the first --checkpoint_path member {checkpoint} "
-                                   f"belongs to", reverse_run, []),
-            ((copied, checkpoint), f"the folder holding {copied}", copied.parent,
-             ["--problem=algorithmic_reverse"])):
+                                   f"belongs to", reverse_run),
+            ((copied, checkpoint), f"the folder holding {copied}", copied.parent)):
         ensemble = ",".join(map(str, members))
         given = run_decoder(reverse_run, f"--checkpoint_path={ensemble}", input=lines)
         alone = run_module("t2t_repro.decoder", f"--checkpoint_path={ensemble}",
-                           "--decode_hparams=beam_size=1", *problem_flags, input=lines)
+                           "--decode_hparams=beam_size=1", input=lines)
         assert given.returncode == 0 and alone.returncode == 0, alone.stderr
         assert output_lines(alone.stdout) == output_lines(given.stdout)
         assert f"Using --output_dir={its_folder}, {named}." in alone.stderr, alone.stderr

@@ -125,6 +125,21 @@ def adopt_run_flags():
         print(f"Using {' '.join(adopted)} from {flags_path}.", file=sys.stderr)
 
 
+def adopt_stored_problem():
+    """Sets --problem, when neither it nor the run's flags.txt gives one, to the problem stored
+    in the checkpoint --checkpoint_path (or --output_dir) names, or in an ensemble's first
+    member (`checkpoints.stored_problem`), and says so in one line."""
+    from t2t_repro.training.checkpoints import stored_problem
+
+    named = FLAGS.checkpoint_path or FLAGS.output_dir
+    if FLAGS.problem or ("," not in named and not os.path.exists(named)):
+        return
+    checkpoint, _ = checkpoint_flag.leading_checkpoint()
+    FLAGS.problem = stored_problem(checkpoint)
+    if FLAGS.problem:
+        print(f"Using --problem={FLAGS.problem} stored in {checkpoint}.", file=sys.stderr)
+
+
 def start_trained_run_command(argv, takes_ensembles=False):
     """The start of a command that reads a trained run (an ensemble's first member's run, if
     it `takes_ensembles`): usage checked, the run's recorded flags adopted, --t2t_usr_dir
@@ -135,6 +150,7 @@ def start_trained_run_command(argv, takes_ensembles=False):
     check_usage(argv, ("output_dir",), hint="name the trained run, or give --checkpoint_path; "
                 "see --helpfull")
     adopt_run_flags()
+    adopt_stored_problem()
     missing_why = ("the run's flags.txt names none" if os.path.isdir(FLAGS.output_dir) else
                    f"--output_dir={FLAGS.output_dir} does not exist, so no flags.txt names one")
     check_usage(argv, ("problem",), hint=f"{missing_why}; see --helpfull")

@@ -21,7 +21,7 @@ from t2t_repro.errors import ConfigurationError
 from t2t_repro import hparams as hparams_lib
 from t2t_repro.utils.atomic_files import atomic_path, is_temporary, target_name
 from t2t_repro.names import (AVERAGED_MARKER, CHECKPOINT_HPARAMS_ATTRIBUTE,
-                             CHECKPOINT_VOCABULARIES_ATTRIBUTE)
+                             CHECKPOINT_PROBLEM_ATTRIBUTE, CHECKPOINT_VOCABULARIES_ATTRIBUTE)
 
 _CHECKPOINT_PATTERN = re.compile(r"^ckpt-(\d+)\.weights\.h5$")
 
@@ -67,19 +67,23 @@ def vocabulary_difference(stored, problem, digests):
 
 
 def save_weights(model, path):
-    """Keras's `model.save_weights(path)`, with the model's hparams and its vocabularies'
-    digests (where it has them: `training.run.build_model` gives them) stored in the file's
-    attributes (`stored_hparams`, `stored_vocabulary_digests`)."""
+    """Keras's `model.save_weights(path)`, with the model's hparams, its vocabularies' digests
+    and its problem's name (where it has them: `training.run.build_model` gives them) stored
+    in the file's attributes (`stored_hparams`, `stored_vocabulary_digests`,
+    `stored_problem`)."""
     import h5py
 
     model.save_weights(path)
     hparams = getattr(model, "hparams", None)
     digests = getattr(model, "vocabulary_digests", None)
+    problem_name = getattr(model, "problem_name", None)
     with h5py.File(path, "r+") as weights:
         if isinstance(hparams, hparams_lib.HParams):
             weights.attrs[CHECKPOINT_HPARAMS_ATTRIBUTE] = hparams.to_json()
         if digests:
             weights.attrs[CHECKPOINT_VOCABULARIES_ATTRIBUTE] = json.dumps(dict(digests))
+        if problem_name:
+            weights.attrs[CHECKPOINT_PROBLEM_ATTRIBUTE] = problem_name
 
 
 def _stored_attribute(path, name):
@@ -106,6 +110,18 @@ def stored_vocabulary_digests(path):
             f"vocabulary digests ({error}). Restore the checkpoint from a copy, or name "
             f"another.") from None
     return digests
+
+
+def stored_problem(path):
+    """The name of the problem whose model wrote the checkpoint `path` (`save_weights`); None
+    for a file written otherwise."""
+    stored = _stored_attribute(path, CHECKPOINT_PROBLEM_ATTRIBUTE)
+    if stored is not None and not isinstance(stored, str):
+        raise ConfigurationError(
+            f"{path}'s {CHECKPOINT_PROBLEM_ATTRIBUTE} attribute holds no readable problem name "
+            f"(stored as {type(stored).__name__}, not as a string). Restore the checkpoint from "
+            f"a copy, or name another.")
+    return stored
 
 
 def stored_hparams(path):

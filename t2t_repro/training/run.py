@@ -90,6 +90,7 @@ def build_model(model_name, hparams, problem, dtype_policy="float32"):
     model = model_class(problem.model_hparams(hparams), problem.input_vocab_size,
                         problem.target_vocab_size, dtype=dtype_policy)
     model.vocabulary_digests = checkpoints.vocabulary_digests(problem)  # for its checkpoints
+    model.problem_name = problem.name
     return model.build_weights()
 
 
@@ -113,11 +114,13 @@ def load_trained_model(model_name, hparams, problem, checkpoint_path):
     of it is read into memory. A checkpoint that does not fit the model is a
     CheckpointMismatchError: one of a run with other model hparams (`check_checkpoint_run`),
     one written by a model of other hparams (`check_stored_hparams`: the model's own, as the
-    problem's data adapts them), or one whose weights are missing, of other shapes or more
+    problem's data adapts them), one of another problem or vocabulary (`check_stored_problem`,
+    `check_stored_vocabularies`), or one whose weights are missing, of other shapes or more
     than the model's."""
     check_checkpoint_run(checkpoint_path, hparams)
     model = build_model(model_name, hparams, problem)
     check_stored_hparams(checkpoint_path, model)
+    check_stored_problem(checkpoint_path, problem)
     check_stored_vocabularies(checkpoint_path, problem, model.vocabulary_digests)
     try:
         model.load_weights(checkpoint_path)
@@ -174,6 +177,17 @@ def check_stored_hparams(checkpoint_path, model):
     _raise_if_different(checkpoint_path, model.hparams,
                         checkpoints.stored_hparams(checkpoint_path), "those stored in it",
                         "stored")
+
+
+def check_stored_problem(checkpoint_path, problem):
+    """CheckpointMismatchError when the model that wrote `checkpoint_path` was built for
+    another problem than `problem`, where the file names it: a problem's reversed direction
+    reads the same vocabulary, and its model would translate the wrong way without a word."""
+    stored = checkpoints.stored_problem(checkpoint_path)
+    if stored is not None and stored != problem.name:
+        raise CheckpointMismatchError(
+            f"{checkpoint_path} was trained on --problem={stored}, not {problem.name}; read it "
+            f"with --problem={stored}, or name a checkpoint of {problem.name}.")
 
 
 def check_stored_vocabularies(checkpoint_path, problem, digests):

@@ -366,11 +366,11 @@ def sha256_of(path):
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def test_every_checkpoint_a_run_writes_holds_its_models_hparams_and_vocabulary_digests(
+def test_every_checkpoint_a_run_writes_holds_its_models_hparams_vocabularies_and_problem(
         tmp_path):
     """Written by the checkpoint manager and kept by an average of its checkpoints: the
-    hparams, and each side's SHA-256 of separate source and target files; a file Keras wrote
-    alone holds neither."""
+    hparams, each side's SHA-256 of separate source and target files, and the problem's name;
+    a file Keras wrote alone holds none of them."""
     from t2t_repro.hparams import create_hparams
     from t2t_repro.training.averaging import average_checkpoints
     from t2t_repro.training.run import build_model, compile_for_training
@@ -390,9 +390,29 @@ def test_every_checkpoint_a_run_writes_holds_its_models_hparams_and_vocabulary_d
         assert checkpoints.stored_hparams(path) == hparams
         assert checkpoints.stored_vocabulary_digests(path) == {
             "source": sha256_of(source), "target": sha256_of(target)}
+        assert checkpoints.stored_problem(path) == "algorithmic_reverse"
     model.save_weights(str(tmp_path / "keras.weights.h5"))
     assert checkpoints.stored_hparams(str(tmp_path / "keras.weights.h5")) is None
     assert checkpoints.stored_vocabulary_digests(str(tmp_path / "keras.weights.h5")) is None
+    assert checkpoints.stored_problem(str(tmp_path / "keras.weights.h5")) is None
+
+
+def test_a_checkpoint_read_as_another_problem_is_refused_naming_both(tmp_path):
+    """algorithmic_copy reads algorithmic_reverse's ids, as a reversed translation direction
+    reads its forward problem's vocabulary: only the stored name tells them apart."""
+    from problems.algorithmic import AlgorithmicCopy, AlgorithmicReverse
+    from t2t_repro.hparams import create_hparams
+    from t2t_repro.training.run import CheckpointMismatchError, build_model, load_trained_model
+
+    hparams = create_hparams("transformer_tiny", "num_hidden_layers=1")
+    path = str(tmp_path / "ckpt-1.weights.h5")
+    checkpoints.save_weights(build_model("transformer", hparams, AlgorithmicReverse()), path)
+    load_trained_model("transformer", hparams, AlgorithmicReverse(), path)
+    with pytest.raises(CheckpointMismatchError) as raised:
+        load_trained_model("transformer", hparams, AlgorithmicCopy(), path)
+    assert str(raised.value) == (
+        f"{path} was trained on --problem=algorithmic_reverse, not algorithmic_copy; read it "
+        f"with --problem=algorithmic_reverse, or name a checkpoint of algorithmic_copy.")
 
 
 @pytest.mark.parametrize("attribute, what, stored, why", [
@@ -401,6 +421,7 @@ def test_every_checkpoint_a_run_writes_holds_its_models_hparams_and_vocabulary_d
     ("t2t_repro_vocabularies", "vocabulary digests", '{"source": ', "Expecting value"),
     ("t2t_repro_vocabularies", "vocabulary digests", '["abc"]',
      "a JSON list, not an object of strings"),
+    ("t2t_repro_problem", "problem name", 7, "stored as int64, not as a string"),
 ])
 def test_unreadable_stored_attributes_are_a_one_line_error_naming_the_checkpoint(
         tmp_path, attribute, what, stored, why):
