@@ -106,7 +106,14 @@ class SubwordVocabulary:
         self.model_path = model_path
         with open(model_path, "rb") as f:
             self.model_proto = f.read()
-        self._processor = sentencepiece.SentencePieceProcessor(model_proto=self.model_proto)
+        try:
+            self._processor = sentencepiece.SentencePieceProcessor(model_proto=self.model_proto)
+            if not self._processor.get_piece_size():  # an empty file loads as no model
+                raise RuntimeError("it has no pieces")
+        except RuntimeError as error:  # sentencepiece cannot parse it: damaged or another file
+            raise VocabularyError(
+                f"{model_path} is not a readable SentencePiece model ({error}); generate the "
+                f"data again with datagen, or restore the file from a copy.") from None
 
     @property
     def vocab_size(self):

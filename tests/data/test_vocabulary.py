@@ -194,6 +194,19 @@ def test_decode_of_nothing_but_special_ids_is_empty(vocab, ids):
     assert vocab.decode(ids) == ""
 
 
+@pytest.mark.parametrize("kept", [1000, 0], ids=["cut short", "empty"])
+def test_a_damaged_model_file_is_a_vocabulary_error_naming_it(vocab, tmp_path, kept):
+    """A user error (one line from every command), not sentencepiece's RuntimeError."""
+    damaged = tmp_path / "translate_ende.spm.model"
+    damaged.write_bytes(vocab.model_proto[:kept])
+    with pytest.raises(VocabularyError) as raised:
+        SubwordVocabulary(str(damaged))
+    message = str(raised.value)
+    assert message.startswith(f"{damaged} is not a readable SentencePiece model (")
+    assert message.endswith("); generate the data again with datagen, or restore the file from "
+                            "a copy.") and "\n" not in message
+
+
 # --- Training ----------------------------------------------------------------------------------
 
 TINY_CORPUS = ["the cat sat on the mat", "a dog ran in the park", "the cat and the dog"]
