@@ -15,9 +15,11 @@ Writes into --plot_dir (created if missing):
   learning_rate.png   the schedule of the run's hparams (or --schedule_hparams_set's) over its
       train_steps.
 The model and its weights are found as the decoder finds them (--output_dir's hparams.json and
-newest checkpoint, or --checkpoint_path). Without --targets the target is the model's own
-translation: beam search with the problem's decode hparams (--decode_hparams: the search's and
-the sampling ones; any other, or any with --targets, is an error rather than ignored).
+newest checkpoint, or --checkpoint_path), and a source longer than --max_input_tokens (default:
+hparam max_length) is refused as the decoder refuses it. Without --targets the target is the
+model's own translation: beam search with the problem's decode hparams (--decode_hparams: the
+search's and the sampling ones; any other, or any with --targets, is an error rather than
+ignored).
 """
 
 import sys
@@ -61,6 +63,7 @@ def translation_decode_hparams(problem):
 
 
 def run():
+    from t2t_repro.decoding.text_decoding import input_limit
     from t2t_repro.hparams import create_hparams
 
     problem = problem_flags.create_problem()
@@ -75,7 +78,8 @@ def run():
     input_ids = plots.encode(problem, FLAGS.inputs, "inputs")
     target_ids = plots.encode(problem, FLAGS.targets, "targets") if FLAGS.targets else None
     checkpoint, model = trained_run.load_model(problem, hparams)
-    plots.check_lengths(model, input_ids, target_ids)
+    plots.check_lengths(model, input_ids, target_ids,
+                        input_limit(model, FLAGS.max_input_tokens))
     if target_ids is None:
         target_ids = plots.own_translation(model, problem, input_ids, decode_hparams)
         print(f"Translation (the model's own, used as the target): "

@@ -147,3 +147,22 @@ def test_a_decode_hparam_nothing_reads_is_an_error_before_anything_is_drawn(run_
     assert refused.returncode == 1 and "Traceback" not in refused.stderr
     assert refused.stderr.strip().splitlines()[-1] == f"error: {message}"
     assert not plot_dir.exists() or not os.listdir(plot_dir)
+
+
+def test_a_source_over_max_input_tokens_is_an_error_before_anything_is_drawn(run_dir, tmp_path):
+    """As the decoder's: hparam max_length (64 here) by default, --max_input_tokens raises it;
+    over it, a sinusoidal model would decode and draw for minutes."""
+    plot_dir = tmp_path / "plots"
+    long_source = " ".join(["3"] * 64)  # and EOS: 65 tokens
+    refused = run_module("t2t_repro.visualize", "--problem=algorithmic_reverse",
+                         f"--output_dir={run_dir}", f"--inputs={long_source}",
+                         f"--plot_dir={plot_dir}")
+    assert refused.returncode == 1 and refused.stderr.strip().splitlines()[-1] == (
+        "error: the source has 65 tokens (EOS included), more than the decoder takes: "
+        "max_input_tokens=64 (default: hparam max_length). Split or shorten it, or raise "
+        "--max_input_tokens.")
+    assert not plot_dir.exists() or not os.listdir(plot_dir)
+    raised = run_module("t2t_repro.visualize", "--problem=algorithmic_reverse",
+                        f"--output_dir={run_dir}", f"--inputs={long_source}",
+                        f"--plot_dir={plot_dir}", "--targets=3", "--max_input_tokens=65")
+    assert raised.returncode == 0, raised.stderr

@@ -29,13 +29,17 @@ def encode(problem, text, flag):
         raise ConfigurationError(f"--{flag}: {error}") from None
 
 
-def check_lengths(model, input_ids, target_ids=None):
-    """A ConfigurationError unless the source (and target) fit the model's positions."""
-    for ids, what in ((input_ids, "source"), (target_ids or [], "target")):
-        try:
-            model.check_length(len(ids), what)
-        except ValueError as error:
-            raise ConfigurationError(str(error)) from None
+def check_lengths(model, input_ids, target_ids, max_input_tokens):
+    """A ConfigurationError unless the source fits the model's positions and
+    `max_input_tokens`, as the decoder's sources must (a longer one decodes slowly, if at all),
+    and the target (if any) the model's positions."""
+    from t2t_repro.decoding.file_decoding import check_source_length
+
+    try:
+        check_source_length(model, input_ids, max_input_tokens)
+        model.check_length(len(target_ids or []), "target")
+    except ValueError as error:
+        raise ConfigurationError(str(error)) from None
 
 
 def own_translation(model, problem, input_ids, decode_hparams):
