@@ -122,10 +122,15 @@ def trainer_flags_text():
     return "".join(line + "\n" for line in lines if line)  # unset flags serialize as ""
 
 
-def save_flags(output_dir):
-    """For training schedules, flags.txt: the record `--flagfile` resumes training from, which a
-    later `--schedule=evaluate` must not replace (the run wrote hparams.json)."""
-    if FLAGS.schedule != "evaluate":
+def save_flags(output_dir, train_steps):
+    """For training schedules with steps left to train, flags.txt: the record `--flagfile`
+    resumes training from, which a later `--schedule=evaluate`, or a call that finds the run
+    trained to `train_steps` already, must not replace (the run wrote hparams.json)."""
+    from t2t_repro.training import checkpoints
+
+    newest = checkpoints.latest_checkpoint(output_dir)
+    trained = checkpoints.checkpoint_step(newest) if newest else 0
+    if FLAGS.schedule != "evaluate" and trained < train_steps:
         write_text_atomically(os.path.join(output_dir, FLAGS_FILENAME), trainer_flags_text())
 
 
@@ -274,9 +279,9 @@ def train_or_evaluate(claim_output_dir):
         best_criterion=criterion,
         warm_start_from=warm_start_from,
     )
-    if run.is_chief:  # once the model is built: bad hparams leave nothing behind
-        save_flags(FLAGS.output_dir)
     train_steps = FLAGS.train_steps or hparams.train_steps
+    if run.is_chief:  # once the model is built: bad hparams leave nothing behind
+        save_flags(FLAGS.output_dir, train_steps)
     if FLAGS.schedule == "evaluate":
         run.restore()
         eval_scalars = run.evaluate()

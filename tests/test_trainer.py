@@ -105,8 +105,13 @@ def test_run_writes_its_config_resumes_from_flagfile_and_refuses_other_hparams(t
     assert "Resumed from" in resumed.stdout and "at step 10" in resumed.stdout
     assert (output_dir / "ckpt-15.weights.h5").exists()
 
-    # Evaluating the run later leaves its flags.txt as the record of how it trains.
+    # Evaluating the run later, or asking for no more steps than it has, leaves its flags.txt
+    # as the record of how it trains.
     flags_before = (output_dir / "flags.txt").read_text()
+    nothing_to_do = run_trainer(*TINY_RUN, f"--output_dir={output_dir}", "--train_steps=12")
+    assert nothing_to_do.returncode == 0, nothing_to_do.stderr
+    assert "Already trained 15 of 12 steps; nothing to do." in nothing_to_do.stdout
+    assert (output_dir / "flags.txt").read_text() == flags_before
     evaluated = run_trainer(*TINY_RUN, f"--output_dir={output_dir}", "--schedule=evaluate",
                             "--eval_decode_examples=4",  # a few show that beam search runs
                             "--decode_examples=7")  # and then greedy decoding, 5 shown
