@@ -86,17 +86,26 @@ def score(problem, decode_hparams):
                             output_path=FLAGS.decode_to_file)
 
 
+def check_decode_to_file(problem):
+    """--decode_to_file must be a file that can be written, and none the decoder reads: its
+    input files, the run's records, the problem's vocabularies or any checkpoint."""
+    path = FLAGS.decode_to_file
+    output_paths.check_output_file(path, "--decode_to_file")
+    output_paths.check_not_an_input(path, "--decode_to_file", {
+        **{f"--{name}": FLAGS[name].value for name in INPUT_FILE_FLAGS},
+        **trained_run.records_and_vocabularies(problem)})
+    output_paths.check_not_a_checkpoint(path, "--decode_to_file")
+
+
 def run():
     from t2t_repro.decoding.alignments import Aligner
     from t2t_repro.decoding.text_decoding import (
         check_alignments_asked, create_decode_hparams, create_search, input_limit)
 
-    if FLAGS.decode_to_file:  # before the work whose result it is to hold
-        output_paths.check_output_file(FLAGS.decode_to_file, "--decode_to_file")
-        output_paths.check_not_an_input(FLAGS.decode_to_file, "--decode_to_file", {
-            f"--{name}": FLAGS[name].value for name in INPUT_FILE_FLAGS})
     problem = problem_flags.create_problem()
     problem.check_data()
+    if FLAGS.decode_to_file:  # before the work whose result it is to hold
+        check_decode_to_file(problem)
     decode_hparams = create_decode_hparams(problem, FLAGS.decode_hparams)
     if FLAGS.score_file:
         return score(problem, decode_hparams)

@@ -142,6 +142,51 @@ def test_an_output_file_that_cannot_be_written_is_refused_before_decoding(
     assert not os.listdir(tmp_path / "read_only")
 
 
+def test_an_output_file_the_decoder_reads_or_a_checkpoint_is_refused_before_decoding(
+        reverse_run, tmp_path):
+    """Decodes written over the checkpoint or the run's records would leave a run that no
+    command reads; an older checkpoint, which this decode does not read, is no less kept.
+    Another file in the run's folder is written as anywhere else."""
+    sources = tmp_path / "sources.txt"
+    sources.write_text("1 2 3\n")
+    run = tmp_path / "run"
+    shutil.copytree(reverse_run, run)
+    shutil.copy(run / "ckpt-2.weights.h5", run / "ckpt-1.weights.h5")
+    before = {path.name: path.read_bytes() for path in run.iterdir() if path.is_file()}
+    for name, named in [("ckpt-1.weights.h5", "is a checkpoint"),
+                        ("ckpt-2.weights.h5", "is a checkpoint"),
+                        ("hparams.json", "is the run's hparams.json file"),
+                        ("flags.txt", "is the run's flags.txt file")]:
+        result = run_decoder(run, f"--decode_from_file={sources}",
+                             f"--decode_to_file={run / name}")
+        assert result.returncode == 1 and error_lines(result.stderr) == [
+            f"error: --decode_to_file={run / name} {named}; writing it would replace it. Name "
+            f"another output file."], result.stderr
+    assert {path.name: path.read_bytes() for path in run.iterdir() if path.is_file()} == before
+    beside = run_decoder(run, f"--decode_from_file={sources}",
+                         f"--decode_to_file={run / 'decodes.txt'}")
+    assert beside.returncode == 0 and (run / "decodes.txt").read_text().count("\n") == 1
+
+
+def test_hparams_without_a_set_are_checked_against_the_runs_as_with_one(reverse_run, tmp_path):
+    """--hparams alone applies to the run's saved hparams: what it leaves as saved decodes as
+    the run does; another model hparam is refused naming it, as with --hparams_set; an unknown
+    name is refused (all were ignored)."""
+    lines = "1 2\n3 4 5\n"
+    as_saved = run_decoder(reverse_run, "--hparams=num_hidden_layers=1", input=lines)
+    assert as_saved.returncode == 0, as_saved.stderr
+    assert output_lines(as_saved.stdout) == output_lines(run_decoder(reverse_run,
+                                                                     input=lines).stdout)
+    deeper = run_decoder(reverse_run, "--hparams=num_hidden_layers=2", input=lines)
+    assert deeper.returncode == 1 and error_lines(deeper.stderr) == [
+        f"error: {reverse_run} holds a run trained with different hparams (num_hidden_layers "
+        f"differ). Use the same hparams set and overrides (see {reverse_run}/hparams.json and "
+        f"flags.txt), or another output folder."]
+    unknown = run_decoder(reverse_run, "--hparams=num_hiden_layers=2", input=lines)
+    assert unknown.returncode == 1 and len(error_lines(unknown.stderr)) == 1
+    assert "num_hiden_layers" in error_lines(unknown.stderr)[0]
+
+
 LONG_SOURCE = " ".join("1" * 30)  # 30 symbols and EOS: 31 tokens, over max_length=24
 
 
@@ -257,10 +302,10 @@ def test_a_checkpoint_path_alone_names_its_run_or_else_the_folder_holding_it(
         reverse_run, learned_positions_run, tmp_path):
     """Without --output_dir: the run the one checkpoint belongs to, whose flags.txt names the
     problem; outside any run, the folder holding it, decoded with the problem and hparams
-    stored in it (another problem is refused); an
-    ensemble's first member names its run or folder, and the ensemble decodes as with that
-    --output_dir given; neither flag is an error naming both; a file that is no checkpoint is
-    refused as such, not as a folder without flags.txt."""
+    stored in it (another problem is refused); an ensemble's first member names its run or
+    folder, and the ensemble decodes as with that --output_dir given; neither flag is an error
+    naming both; a file that is no checkpoint, alone or as a member, is refused as such, not as
+    a folder without flags.txt."""
     lines = "1 2\n3 4 5\n"
     checkpoint = reverse_run / "ckpt-2.weights.h5"
     in_its_run = run_decoder(reverse_run, input=lines)
@@ -311,11 +356,14 @@ def test_a_checkpoint_path_alone_names_its_run_or_else_the_folder_holding_it(
 
     notes = tmp_path / "notes.txt"
     notes.write_text("not weights\n")
-    not_one = run_module("t2t_repro.decoder", f"--checkpoint_path={notes}", input=lines)
-    assert not_one.returncode == 1 and "Traceback" not in not_one.stderr, not_one.stderr
-    assert error_lines(not_one.stderr) == [
-        f"error: --checkpoint_path={notes} is not a checkpoint (Keras weights in HDF5, named "
-        f"ckpt-<step>.weights.h5); name a checkpoint file, or a directory holding one."]
+    for named, named_as in ((notes, f"--checkpoint_path={notes}"),
+                            (f"{notes},{checkpoint}", f"--checkpoint_path member {notes}"),
+                            (f"{checkpoint},{notes}", f"--checkpoint_path member {notes}")):
+        not_one = run_module("t2t_repro.decoder", f"--checkpoint_path={named}", input=lines)
+        assert not_one.returncode == 1 and "Traceback" not in not_one.stderr, not_one.stderr
+        assert error_lines(not_one.stderr) == [
+            f"error: {named_as} is not a checkpoint (Keras weights in HDF5, named "
+            f"ckpt-<step>.weights.h5); name a checkpoint file, or a directory holding one."]
 
 
 @pytest.mark.parametrize("command, flags", [

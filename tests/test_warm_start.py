@@ -88,10 +88,24 @@ def test_model_hparams_that_differ_are_an_error_naming_each_before_anything_is_w
     assert not output_dir.exists()
 
 
-def test_a_missing_source_is_a_one_line_error(tmp_path):
+@pytest.mark.parametrize("source, why", [
+    ("nowhere", "does not exist; name a trained run's folder or one of its checkpoints."),
+    ("notes.txt", "is not a checkpoint (Keras weights in HDF5, named ckpt-<step>.weights.h5); "
+                  "name a checkpoint file, or a directory holding one."),
+    ("fake.weights.h5", "is not a checkpoint (Keras weights in HDF5, named "
+                        "ckpt-<step>.weights.h5); name a checkpoint file, or a directory "
+                        "holding one."),
+    ("eval", "holds no checkpoint (ckpt-<step>.weights.h5); name a trained run's folder or one "
+             "of its checkpoints."),
+], ids=["missing", "a text file", "named as weights", "a folder without checkpoints"])
+def test_a_source_that_is_no_checkpoint_is_a_one_line_error_naming_the_flag(
+        tmp_path, source, why):
+    (tmp_path / "notes.txt").write_text("not weights\n")
+    (tmp_path / "fake.weights.h5").write_text("not weights\n")
+    (tmp_path / "eval").mkdir()  # a run's folder of event files
     result = trainer(f"--hparams={HPARAMS}", f"--output_dir={tmp_path / 'tuned'}",
-                     f"--warm_start_from={tmp_path / 'nowhere'}", "--train_steps=2")
-    assert "--warm_start_from=" in one_line_error(result)
+                     f"--warm_start_from={tmp_path / source}", "--train_steps=2")
+    assert one_line_error(result) == f"error: --warm_start_from={tmp_path / source} {why}"
     assert not (tmp_path / "tuned").exists()
 
 

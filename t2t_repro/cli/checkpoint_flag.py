@@ -19,17 +19,6 @@ flags.DEFINE_string("checkpoint_path", None,
                     "averages the --n checkpoints ending at it.")
 
 
-def check_checkpoint_file(path, flag):
-    """Raises ConfigurationError unless `path` is a checkpoint as training and avg_checkpoints
-    write them: Keras weights in HDF5, named `*.weights.h5` (Keras loads nothing else)."""
-    import h5py
-
-    if not (path.endswith(".weights.h5") and h5py.is_hdf5(path)):
-        raise ConfigurationError(
-            f"{flag}={path} is not a checkpoint (Keras weights in HDF5, named "
-            f"ckpt-<step>.weights.h5); name a checkpoint file, or a directory holding one.")
-
-
 def ensemble_paths():
     """The members --checkpoint_path names when it names several (comma-separated), else None."""
     path = FLAGS.checkpoint_path
@@ -40,7 +29,7 @@ def ensemble_paths():
 
 def member_checkpoint(path):
     """The checkpoint file an ensemble member names: itself, or the newest in its folder."""
-    from t2t_repro.training.checkpoints import named_checkpoint
+    from t2t_repro.training.checkpoints import check_checkpoint_file, named_checkpoint
 
     if not path or not os.path.exists(path):
         raise ConfigurationError(f"--checkpoint_path member {path!r} does not exist; name runs, "
@@ -59,13 +48,13 @@ def check_one_checkpoint(path):
 
 def resolve_checkpoint():
     """The checkpoint file --checkpoint_path (or --output_dir) names."""
-    from t2t_repro.training.checkpoints import named_checkpoint
+    from t2t_repro.training.checkpoints import check_checkpoint_file, named_checkpoint
 
     path = FLAGS.checkpoint_path or FLAGS.output_dir
     check_one_checkpoint(path)
     if os.path.isfile(path):
-        check_checkpoint_file(
-            path, "--checkpoint_path" if FLAGS.checkpoint_path else "--output_dir")
+        flag = "--checkpoint_path" if FLAGS.checkpoint_path else "--output_dir"
+        check_checkpoint_file(path, f"{flag}={path}")
     return named_checkpoint(path)
 
 

@@ -22,15 +22,15 @@ def resolve_hparams(output_dir, saved_when_no_set=False, base_when_no_set=None):
 
     With `saved_when_no_set` (reading a trained model), no --hparams_set means the hparams saved
     in `output_dir`; with `base_when_no_set` (HParams: a run to fine-tune, whose hparams may be
-    no registered set, an imported model's), those with the overrides applied; else
-    --hparams_set is required.
+    no registered set, an imported model's), those; else --hparams_set is required. Either
+    way --hparams applies, and must leave what `output_dir` saved as it is.
     """
     from t2t_repro import hparams as hparams_lib
     from t2t_repro.training import run_records
 
     saved = hparams_lib.load(output_dir)
     if saved_when_no_set and saved is not None and not FLAGS.hparams_set:
-        return saved
+        base_when_no_set = saved
     if FLAGS.hparams_set:
         hparams = hparams_lib.create_hparams(FLAGS.hparams_set, FLAGS.hparams)
     elif base_when_no_set is not None:

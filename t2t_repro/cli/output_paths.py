@@ -55,3 +55,11 @@ def check_not_an_input(path, flag, inputs):
                 and os.path.samefile(path, input_path)):
             raise ConfigurationError(f"{flag}={path} is the {input_flag} file; writing it would "
                                      f"replace it. Name another output file.")
+
+
+def check_not_a_checkpoint(path, flag):
+    """Raises ConfigurationError when the output `path` is an existing checkpoint (Keras
+    weights, `*.weights.h5`): no command's text may replace a model."""
+    if path.endswith(".weights.h5") and os.path.exists(path):
+        raise ConfigurationError(f"{flag}={path} is a checkpoint; writing it would replace it. "
+                                 f"Name another output file.")

@@ -13,7 +13,7 @@ from t2t_repro.cli import usr_dir
 from t2t_repro.training.run_records import (recorded_flags, recorded_problem, run_dir_of,
                                             unresolvable, unresolvable_error)
 from t2t_repro.errors import ConfigurationError
-from t2t_repro.names import FLAGS_FILENAME, PATH_FLAGS
+from t2t_repro.names import FLAGS_FILENAME, HPARAMS_FILENAME, PATH_FLAGS
 
 FLAGS = flags.FLAGS
 
@@ -64,6 +64,14 @@ def load_model(problem, hparams):
                  else checkpoint)  # --output_dir a folder of checkpoints in another run
         check_run_vocabulary(named, run_dir, problem)
     return checkpoint, load_trained_model(FLAGS.model, hparams, problem, checkpoint)
+
+
+def records_and_vocabularies(problem):
+    """{what: path} of the files a command reading the trained run reads besides checkpoints:
+    the run's hparams.json and flags.txt, and `problem`'s vocabulary files."""
+    return {f"run's {HPARAMS_FILENAME}": os.path.join(FLAGS.output_dir, HPARAMS_FILENAME),
+            f"run's {FLAGS_FILENAME}": os.path.join(FLAGS.output_dir, FLAGS_FILENAME),
+            **{f"{side} vocabulary": path for side, path in problem.vocabulary_files().items()}}
 
 
 def check_run_vocabulary(named, run_dir, problem):

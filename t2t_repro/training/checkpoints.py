@@ -185,6 +185,18 @@ def latest_checkpoint(directory):
     return checkpoints[-1][1] if checkpoints else None
 
 
+def check_checkpoint_file(path, named):
+    """Raises ConfigurationError, calling the file `named` (as its flag gave it), unless `path`
+    is a checkpoint as training and avg_checkpoints write them: Keras weights in HDF5, named
+    `*.weights.h5` (Keras loads nothing else)."""
+    import h5py
+
+    if not (path.endswith(".weights.h5") and h5py.is_hdf5(path)):
+        raise ConfigurationError(
+            f"{named} is not a checkpoint (Keras weights in HDF5, named "
+            f"ckpt-<step>.weights.h5); name a checkpoint file, or a directory holding one.")
+
+
 def named_checkpoint(path):
     """The checkpoint file `path` names: itself, or the newest in the folder it names (the one
     a folder such as `<output_dir>/best` holds); a ConfigurationError when there is none."""

@@ -325,6 +325,7 @@ def greedy_ids(model, id_lists, extra_length=5):
 
 def test_decoding_reads_the_source_model_and_writes_through_the_target_one(separate_run, corpus,
                                                                           tmp_path):
+    """And it writes no output over either model."""
     german = read_lines(corpus / "test.de")
     decoded = run_module("t2t_repro.decoder", f"--output_dir={separate_run['run']}",
                          "--decode_hparams=beam_size=1,extra_length=5",
@@ -333,6 +334,16 @@ def test_decoding_reads_the_source_model_and_writes_through_the_target_one(separ
                          f"--decode_reference={corpus / 'test.en'}")
     assert decoded.returncode == 0, decoded.stderr
     assert "BLEU" in decoded.stdout + decoded.stderr
+    for side in ("source", "target"):  # what the decoder reads is never its output
+        vocabulary = separate_run[side]
+        before = vocabulary.read_bytes()
+        onto_it = run_module("t2t_repro.decoder", f"--output_dir={separate_run['run']}",
+                             f"--decode_from_file={corpus / 'test.de'}",
+                             f"--decode_to_file={vocabulary}")
+        assert onto_it.returncode == 1 and onto_it.stderr.splitlines()[-1] == (
+            f"error: --decode_to_file={vocabulary} is the {side} vocabulary file; writing it "
+            f"would replace it. Name another output file.")
+        assert vocabulary.read_bytes() == before
     source, target = spm(separate_run["source"]), spm(separate_run["target"])
     _, model = trained_problem_and_model(separate_run["run"])
     outputs = greedy_ids(model, [source.encode(line) + [EOS_ID] for line in german])
