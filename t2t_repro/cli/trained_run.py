@@ -33,6 +33,16 @@ def resolve_hparams():
     return hparams
 
 
+def leading_checkpoint_if_any():
+    """The checkpoint --checkpoint_path (or --output_dir) names, or an ensemble's first member
+    (`checkpoint_flag.leading_checkpoint`); None when the one path it names does not exist,
+    which the command's later checks name."""
+    named = FLAGS.checkpoint_path or FLAGS.output_dir
+    if "," not in named and not os.path.exists(named):
+        return None
+    return checkpoint_flag.leading_checkpoint()[0]
+
+
 def lone_checkpoint_hparams():
     """The hparams stored in the checkpoint --checkpoint_path (or --output_dir) names, or in an
     ensemble's first member, when no --hparams_set is given and --output_dir has no
@@ -40,11 +50,11 @@ def lone_checkpoint_hparams():
     from t2t_repro import hparams as hparams_lib
     from t2t_repro.training.checkpoints import stored_hparams
 
-    named = FLAGS.checkpoint_path or FLAGS.output_dir
-    if (FLAGS.hparams_set or ("," not in named and not os.path.exists(named))
-            or hparams_lib.load(FLAGS.output_dir) is not None):
+    if FLAGS.hparams_set or hparams_lib.load(FLAGS.output_dir) is not None:
         return None
-    checkpoint, _ = checkpoint_flag.leading_checkpoint()
+    checkpoint = leading_checkpoint_if_any()
+    if checkpoint is None:
+        return None
     stored = stored_hparams(checkpoint)
     if stored is not None:
         print(f"Using the model hparams stored in {checkpoint} (no --hparams_set given).",
@@ -139,10 +149,9 @@ def adopt_stored_problem():
     member (`checkpoints.stored_problem`), and says so in one line."""
     from t2t_repro.training.checkpoints import stored_problem
 
-    named = FLAGS.checkpoint_path or FLAGS.output_dir
-    if FLAGS.problem or ("," not in named and not os.path.exists(named)):
+    checkpoint = None if FLAGS.problem else leading_checkpoint_if_any()
+    if checkpoint is None:
         return
-    checkpoint, _ = checkpoint_flag.leading_checkpoint()
     FLAGS.problem = stored_problem(checkpoint)
     if FLAGS.problem:
         print(f"Using --problem={FLAGS.problem} stored in {checkpoint}.", file=sys.stderr)
