@@ -11,6 +11,7 @@ With KERAS_BACKEND=jax it trains on JAX and imports no TensorFlow (`training.jax
 """
 
 import contextlib
+import math
 import os
 
 from t2t_repro.utils import backend
@@ -200,6 +201,10 @@ def check_flag_values():
 
     at_least = {"eval_every": 1, "log_every": 1, "keep_checkpoint_max": 1, "train_steps": 1,
                 "eval_steps": 0, "save_checkpoints_steps": 0, "save_checkpoints_minutes": 0}
+    for name in ("save_checkpoints_minutes", "peak_tflops", "eval_early_stopping_metric_delta"):
+        value = getattr(FLAGS, name)  # absl's bounds let NaN through, and infinity above
+        if value is not None and not math.isfinite(value):
+            raise ConfigurationError(f"--{name}={value} makes no sense: give a finite number.")
     for name, lowest in at_least.items():
         value = getattr(FLAGS, name)
         if value is not None and value < lowest:

@@ -134,6 +134,13 @@ def test_five_kills_one_mid_checkpoint_each_resume_from_the_newest_complete_chec
     ("--hparams=batch_size=256,max_length=1",  # every example: 1 to 20 symbols and EOS
      "max_length=1 leaves out every train example of algorithmic_copy: they are 2 to 21"),
     ("--train_steps=0", "--train_steps=0 makes no sense: it must be at least 1"),
+    ("--eval_early_stopping_metric_delta=nan",
+     "--eval_early_stopping_metric_delta=nan makes no sense: give a finite number."),
+    ("--save_checkpoints_minutes=nan",
+     "--save_checkpoints_minutes=nan makes no sense: give a finite number."),
+    ("--peak_tflops=inf", "--peak_tflops=inf makes no sense: give a finite number."),
+    ("--random_seed=-1", "flag --random_seed=-1: -1 is not"),
+    ("--random_seed=4294967296", "flag --random_seed=4294967296: 4294967296 is not"),
     ("--decode_examples=-3", "flag --decode_examples=-3: -3 is not"),
     # Model hparams no Transformer is built with (transformer_tiny: d_model 64, 4 heads).
     ("--hparams=batch_size=256,max_length=24,hidden_size=0",
@@ -146,6 +153,9 @@ def test_five_kills_one_mid_checkpoint_each_resume_from_the_newest_complete_chec
      "hparam num_heads=4 does not divide the 66 value channels"),
     ("--hparams=batch_size=256,max_length=24,relu_dropout=1.0",
      "hparam relu_dropout=1.0 must be at least 0 and below 1."),
+    ("--hparams=batch_size=256,max_length=24,packed=true,self_attention_window=4",
+     "Packed rows need full self-attention: hparam packed=true does not combine with "
+     "self_attention_window > 0."),
     ("--hparams=batch_size=256,max_length=24,ffn_activation=tanh",
      "hparam ffn_activation='tanh' must be one of relu, swish, gelu, gelu_sigmoid."),
     # Optimisation hparams out of their ranges.

@@ -5,4 +5,5 @@ from absl import flags
 
 flags.DEFINE_integer("random_seed", None,
                      "Seed: the trainer's weights, dropout and data order; the decoder's "
-                     "sampling (sampling_method=random). Default: unseeded.")
+                     "sampling (sampling_method=random). Default: unseeded.",
+                     lower_bound=0, upper_bound=2**32 - 1)  # NumPy's seeds

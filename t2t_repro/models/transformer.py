@@ -66,11 +66,18 @@ def is_packed(features):
     return "inputs_segmentation" in features
 
 
+_PACKED_NEEDS_FULL_ATTENTION = ("Packed rows need full self-attention: hparam packed=true does "
+                                "not combine with self_attention_window > 0.")
+
+
 def check_model_hparams(hparams):
     """HParamsError naming the first model hparam a Transformer cannot be built with: a
     choice it does not know, a size or rate out of its range, attention channels the heads
-    cannot share equally (tensor2tensor requires the same)."""
+    cannot share equally (tensor2tensor requires the same), packed rows under windowed
+    self-attention."""
     check_ranges(hparams, _MODEL_RANGES)
+    if getattr(hparams, "packed", False) and hparams.self_attention_window:
+        raise HParamsError(_PACKED_NEEDS_FULL_ATTENTION)
     for name in ("attention_key_channels", "attention_value_channels"):
         channels = getattr(hparams, name) or hparams.hidden_size
         if channels % hparams.num_heads:
@@ -484,8 +491,7 @@ class Transformer(keras.Model):
             return self.decode(shift_right(features["targets"]), memory, memory_mask, training,
                                attention_scores, project=project)
         if self.self_attention_window:
-            raise HParamsError("Packed rows need full self-attention: hparam packed=true does "
-                               "not combine with self_attention_window > 0.")
+            raise HParamsError(_PACKED_NEEDS_FULL_ATTENTION)
         source_segments, target_segments = (features["inputs_segmentation"],
                                             features["targets_segmentation"])
         memory, _ = self.encode(features["inputs"], training, attention_scores,
