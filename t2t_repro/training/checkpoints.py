@@ -86,9 +86,22 @@ def save_weights(model, path):
             weights.attrs[CHECKPOINT_PROBLEM_ATTRIBUTE] = problem_name
 
 
+def check_readable(path):
+    """ConfigurationError naming `path` when it is no HDF5 file (cut short or written over
+    outside the trainer, whose writes are atomic), where h5py's own error names no file."""
+    import h5py
+
+    if not h5py.is_hdf5(path):
+        raise ConfigurationError(
+            f"{path} is not a readable checkpoint (not HDF5: cut short or written over); "
+            f"restore it from a copy, or move it out of its folder (a run then resumes from "
+            f"the checkpoint before it).")
+
+
 def _stored_attribute(path, name):
     import h5py
 
+    check_readable(path)
     with h5py.File(path, "r") as weights:
         return weights.attrs.get(name)
 
@@ -250,6 +263,7 @@ class CheckpointManager:
         path = path or latest_checkpoint(self.directory)
         if path is None:
             return 0
+        check_readable(path)
         self.model.load_weights(path)
         return self.step()
 

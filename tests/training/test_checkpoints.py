@@ -7,6 +7,7 @@ import keras
 import numpy as np
 import pytest
 
+from t2t_repro.errors import ConfigurationError
 from t2t_repro.training import checkpoints
 from t2t_repro.training.checkpoints import CheckpointManager, CheckpointSchedule
 
@@ -395,6 +396,33 @@ def test_every_checkpoint_a_run_writes_holds_its_models_hparams_vocabularies_and
     assert checkpoints.stored_hparams(str(tmp_path / "keras.weights.h5")) is None
     assert checkpoints.stored_vocabulary_digests(str(tmp_path / "keras.weights.h5")) is None
     assert checkpoints.stored_problem(str(tmp_path / "keras.weights.h5")) is None
+
+
+def test_a_checkpoint_written_over_is_an_error_naming_it_for_reading_and_resuming(tmp_path):
+    """h5py's own words ("Unable to synchronously open file (file signature not found)") name
+    no file; a run's newest checkpoint replaced by other bytes is named, with the way on."""
+    from problems.algorithmic import AlgorithmicReverse
+    from t2t_repro.hparams import create_hparams
+    from t2t_repro.training.run import build_model, compile_for_training, load_trained_model
+
+    hparams = create_hparams("transformer_tiny", "num_hidden_layers=1")
+    model = compile_for_training(build_model("transformer", hparams, AlgorithmicReverse()),
+                                 hparams)
+    manager = CheckpointManager(str(tmp_path / "run"), model)
+    manager.save()
+    model.optimizer.iterations.assign(1)
+    newest = manager.save()
+    with open(newest, "w") as f:
+        f.write("not weights\n")
+    message = (f"{newest} is not a readable checkpoint (not HDF5: cut short or written over); "
+               f"restore it from a copy, or move it out of its folder (a run then resumes from "
+               f"the checkpoint before it).")
+    for reads in (manager.restore,
+                  lambda: load_trained_model("transformer", hparams, AlgorithmicReverse(),
+                                             newest)):
+        with pytest.raises(ConfigurationError) as raised:
+            reads()
+        assert str(raised.value) == message
 
 
 def test_a_checkpoint_read_as_another_problem_is_refused_naming_both(tmp_path):
