@@ -46,7 +46,8 @@ def main(argv):
     apply_flag_aliases(ALIASES)
     avg_dir = FLAGS.avg_dir or os.path.join(FLAGS.output_dir, AVERAGED_SUBDIR)
     output_paths.check_output_dir(avg_dir, "--avg_dir")
-    last = named_checkpoint(FLAGS.checkpoint_path) if FLAGS.checkpoint_path else None
+    last = (named_checkpoint(FLAGS.checkpoint_path, f"--checkpoint_path={FLAGS.checkpoint_path}")
+            if FLAGS.checkpoint_path else None)
     average_run(FLAGS.output_dir, avg_dir, FLAGS.n, last)
 
 

@@ -118,7 +118,8 @@ def test_no_checkpoint_is_a_clear_error(ende_data_dir, trained_run, test_files, 
     result = run_decoder(ende_data_dir, trained_run, f"--checkpoint_path={tmp_path}",
                          f"--decode_from_file={test_files['en']}")
     assert result.returncode != 0
-    assert f"no checkpoint (ckpt-<step>.weights.h5) in {tmp_path}" in result.stderr
+    assert (f"--checkpoint_path={tmp_path} holds no checkpoint (ckpt-<step>.weights.h5); train "
+            f"first, or name a checkpoint file or a folder holding one." in result.stderr)
 
 
 def test_bad_decode_hparams_name_the_setting(ende_data_dir, trained_run, test_files):

@@ -307,10 +307,14 @@ def test_a_checkpoint_path_alone_names_its_run_or_else_the_folder_holding_it(
     naming both; a file that is no checkpoint, alone or as a member, is refused as such, not as
     a folder without flags.txt."""
     lines = "1 2\n3 4 5\n"
+
+    def decoded_without_output_dir(checkpoint_path):
+        return run_module("t2t_repro.decoder", f"--checkpoint_path={checkpoint_path}",
+                          "--decode_hparams=beam_size=1", input=lines)
+
     checkpoint = reverse_run / "ckpt-2.weights.h5"
     in_its_run = run_decoder(reverse_run, input=lines)
-    by_its_run = run_module("t2t_repro.decoder", f"--checkpoint_path={checkpoint}",
-                            "--decode_hparams=beam_size=1", input=lines)
+    by_its_run = decoded_without_output_dir(checkpoint)
     assert by_its_run.returncode == 0, by_its_run.stderr
     assert output_lines(by_its_run.stdout) == output_lines(in_its_run.stdout)
     assert (f"Using --output_dir={reverse_run}, the run --checkpoint_path={checkpoint} belongs "
@@ -322,8 +326,7 @@ def test_a_checkpoint_path_alone_names_its_run_or_else_the_folder_holding_it(
     copied.parent.mkdir()
     shutil.copy(learned_positions_run / "ckpt-2.weights.h5", copied)
     learned = run_decoder(learned_positions_run, input=lines)
-    alone = run_module("t2t_repro.decoder", f"--checkpoint_path={copied.parent}",
-                       "--decode_hparams=beam_size=1", input=lines)
+    alone = decoded_without_output_dir(copied.parent)
     assert alone.returncode == 0, alone.stderr
     assert output_lines(alone.stdout) == output_lines(learned.stdout)
     assert (f"Using --output_dir={copied.parent}, the folder holding {copied}."
@@ -343,8 +346,7 @@ def test_a_checkpoint_path_alone_names_its_run_or_else_the_folder_holding_it(
             ((copied, checkpoint), f"the folder holding {copied}", copied.parent)):
         ensemble = ",".join(map(str, members))
         given = run_decoder(reverse_run, f"--checkpoint_path={ensemble}", input=lines)
-        alone = run_module("t2t_repro.decoder", f"--checkpoint_path={ensemble}",
-                           "--decode_hparams=beam_size=1", input=lines)
+        alone = decoded_without_output_dir(ensemble)
         assert given.returncode == 0 and alone.returncode == 0, alone.stderr
         assert output_lines(alone.stdout) == output_lines(given.stdout)
         assert f"Using --output_dir={its_folder}, {named}." in alone.stderr, alone.stderr

@@ -95,8 +95,8 @@ def test_model_hparams_that_differ_are_an_error_naming_each_before_anything_is_w
     ("fake.weights.h5", "is not a checkpoint (Keras weights in HDF5, named "
                         "ckpt-<step>.weights.h5); name a checkpoint file, or a directory "
                         "holding one."),
-    ("eval", "holds no checkpoint (ckpt-<step>.weights.h5); name a trained run's folder or one "
-             "of its checkpoints."),
+    ("eval", "holds no checkpoint (ckpt-<step>.weights.h5); train first, or name a checkpoint "
+             "file or a folder holding one."),
 ], ids=["missing", "a text file", "named as weights", "a folder without checkpoints"])
 def test_a_source_that_is_no_checkpoint_is_a_one_line_error_naming_the_flag(
         tmp_path, source, why):

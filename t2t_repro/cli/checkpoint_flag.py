@@ -29,14 +29,12 @@ def ensemble_paths():
 
 def member_checkpoint(path):
     """The checkpoint file an ensemble member names: itself, or the newest in its folder."""
-    from t2t_repro.training.checkpoints import check_checkpoint_file, named_checkpoint
+    from t2t_repro.training.checkpoints import named_checkpoint
 
     if not path or not os.path.exists(path):
         raise ConfigurationError(f"--checkpoint_path member {path!r} does not exist; name runs, "
                                  f"folders of checkpoints or checkpoint files, comma-separated.")
-    if os.path.isfile(path):
-        check_checkpoint_file(path, f"--checkpoint_path member {path}")
-    return named_checkpoint(path)
+    return named_checkpoint(path, f"--checkpoint_path member {path}")
 
 
 def check_one_checkpoint(path):
@@ -48,14 +46,12 @@ def check_one_checkpoint(path):
 
 def resolve_checkpoint():
     """The checkpoint file --checkpoint_path (or --output_dir) names."""
-    from t2t_repro.training.checkpoints import check_checkpoint_file, named_checkpoint
+    from t2t_repro.training.checkpoints import named_checkpoint
 
     path = FLAGS.checkpoint_path or FLAGS.output_dir
     check_one_checkpoint(path)
-    if os.path.isfile(path):
-        flag = "--checkpoint_path" if FLAGS.checkpoint_path else "--output_dir"
-        check_checkpoint_file(path, f"{flag}={path}")
-    return named_checkpoint(path)
+    flag = "--checkpoint_path" if FLAGS.checkpoint_path else "--output_dir"
+    return named_checkpoint(path, f"{flag}={path}")
 
 
 def leading_checkpoint():

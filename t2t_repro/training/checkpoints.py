@@ -210,17 +210,20 @@ def check_checkpoint_file(path, named):
             f"ckpt-<step>.weights.h5); name a checkpoint file, or a directory holding one.")
 
 
-def named_checkpoint(path):
-    """The checkpoint file `path` names: itself, or the newest in the folder it names (the one
-    a folder such as `<output_dir>/best` holds); a ConfigurationError when there is none."""
+def named_checkpoint(path, named=None):
+    """The checkpoint file `path` names: itself, if it is a checkpoint
+    (`check_checkpoint_file`), or the newest in the folder it names (the one a folder such as
+    `<output_dir>/best` holds). A ConfigurationError calling it `named` (as its flag gave it;
+    default: the path) when it is neither."""
+    named = named or path
     if os.path.isfile(path):
+        check_checkpoint_file(path, named)
         return path
     checkpoint = latest_checkpoint(path)
     if checkpoint is None:
         raise ConfigurationError(
-            f"no checkpoint (ckpt-<step>.weights.h5) in {path}; train first, or point "
-            f"--checkpoint_path at a checkpoint file or a directory holding one."
-        )
+            f"{named} holds no checkpoint (ckpt-<step>.weights.h5); train first, or name a "
+            f"checkpoint file or a folder holding one.")
     return checkpoint
 
 

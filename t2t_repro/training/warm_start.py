@@ -38,13 +38,7 @@ def source_checkpoint(path):
     if not os.path.exists(path):
         raise WarmStartError(f"--warm_start_from={path} does not exist; name a trained run's "
                              f"folder or one of its checkpoints.")
-    if os.path.isfile(path):
-        checkpoints.check_checkpoint_file(path, f"--warm_start_from={path}")
-    elif checkpoints.latest_checkpoint(path) is None:
-        raise WarmStartError(f"--warm_start_from={path} holds no checkpoint "
-                             f"(ckpt-<step>.weights.h5); name a trained run's folder or one of "
-                             f"its checkpoints.")
-    return checkpoints.named_checkpoint(path)
+    return checkpoints.named_checkpoint(path, f"--warm_start_from={path}")
 
 
 def _unknown(checkpoint, what):
