@@ -4,8 +4,9 @@ A checkpoint is Keras's `.weights.h5` of a compiled model, which holds the optim
 variables (its step counter included) beside the model's, so restoring one resumes training
 exactly where it stopped. Files are written under a temporary name and renamed, so a run killed
 mid-write never leaves a half-written checkpoint that looks complete. Each file also holds
-its model's hparams and the digests of the vocabulary files it was built for, so that a
-checkpoint copied out of its run still says what model it is and what text it reads.
+its model's hparams, the name of its problem and the digests of the vocabulary files it was
+built for, so that a checkpoint copied out of its run still says what model it is, what task it
+learned and what text it reads.
 """
 
 import hashlib
