@@ -177,6 +177,64 @@ def test_shard_files_are_split_between_pipelines(ende_data_dir):
         problem.example_chunks(TRAIN, shard=(0, 9))
 
 
+WORKER = ["127.0.0.1:2222", "127.0.0.1:2223"]
+
+
+@pytest.mark.parametrize("config, problem", [
+    ("", "TF_CONFIG is not set"),
+    ("{worker", "TF_CONFIG is not JSON (Expecting property name enclosed in double quotes: "
+                "line 1 column 2 (char 1))"),
+    ('["worker"]', 'TF_CONFIG has no "cluster" object'),
+    ({"cluster": {}}, "TF_CONFIG's cluster names no task"),
+    ({"cluster": {"worker": WORKER, "ps": ["127.0.0.1:2224"]}, "task": {"type": "ps", "index": 0}},
+     "TF_CONFIG's cluster names ps tasks, where a multi-worker run has only chief and worker "
+     "tasks"),
+    ({"cluster": {"worker": ["localhost"]}, "task": {"type": "worker", "index": 0}},
+     "TF_CONFIG's cluster \"worker\" is not a list of \"host:port\" addresses"),
+    ({"cluster": {"worker": []}, "task": {"type": "worker", "index": 0}},
+     "TF_CONFIG's cluster \"worker\" is not a list of \"host:port\" addresses"),
+    ({"cluster": {"chief": WORKER}, "task": {"type": "chief", "index": 0}},
+     "TF_CONFIG's cluster names more than one chief"),
+    ({"cluster": {"worker": WORKER}}, 'TF_CONFIG has no "task" object'),
+    ({"cluster": {"worker": WORKER}, "task": {"type": "chief", "index": 0}},
+     "TF_CONFIG's task type 'chief' has no addresses in its cluster, which names worker"),
+    ({"cluster": {"worker": WORKER}, "task": {"type": "worker", "index": 2}},
+     "TF_CONFIG's task index 2 names no worker of its cluster, which lists 2 (index 0 to 1)"),
+    ({"cluster": {"worker": WORKER}, "task": {"type": "worker", "index": "first"}},
+     "TF_CONFIG's task index 'first' names no worker of its cluster, which lists 2 (index 0 "
+     "to 1)"),
+    ({"cluster": {"worker": WORKER}, "task": {"type": "worker", "index": True}},
+     "TF_CONFIG's task index True names no worker of its cluster, which lists 2 (index 0 to 1)"),
+])
+def test_a_tf_config_multi_worker_training_cannot_use_is_refused_naming_its_fault(
+        monkeypatch, config, problem):
+    """Each of these made MultiWorkerMirroredStrategy raise a traceback (an index past the
+    list: "The `task_id` 2 exceeds the maximum id of worker"; a parameter server: "There is no
+    id for task_type 'ps'"); now it is one line naming the fault, before any strategy is
+    built."""
+    from t2t_repro.training.strategy_names import StrategyError
+    from t2t_repro.training.tensorflow import strategy
+
+    text = config if isinstance(config, str) else json.dumps(config)
+    assert strategy.tf_config_problem(text) == problem
+    monkeypatch.setenv("TF_CONFIG", text)
+    with pytest.raises(StrategyError, match=f"^--strategy=multi_worker needs .* but "
+                                            f"{re.escape(problem)}. Example for worker 0"):
+        strategy.create_strategy("multi_worker")
+
+
+@pytest.mark.parametrize("config", [
+    {"cluster": {"worker": WORKER}, "task": {"type": "worker", "index": 1}},
+    {"cluster": {"worker": WORKER}, "task": {"type": "worker", "index": "1"}},  # as TF reads it
+    {"cluster": {"chief": ["127.0.0.1:2224"], "worker": WORKER},
+     "task": {"type": "chief", "index": 0}},
+])
+def test_the_tf_configs_of_a_multi_worker_run_are_accepted(config):
+    from t2t_repro.training.tensorflow import strategy
+
+    assert strategy.tf_config_problem(json.dumps(config)) is None
+
+
 def event_file_writer_pids(directory):
     """Process ids in TensorFlow's event file names (`events.out.tfevents.<time>.<host>.<pid>.
     <n>.v2`)."""

@@ -66,22 +66,71 @@ def local_gpu_peak_tflops(dtype):
 
 
 def _check_tf_config():
-    text = os.environ.get("TF_CONFIG")
-    problem = None
-    if not text:
-        problem = "TF_CONFIG is not set"
-    else:
-        try:
-            config = json.loads(text)
-            config["cluster"]["worker" if "worker" in config["cluster"] else "chief"]
-            config["task"]["type"], config["task"]["index"]
-        except (ValueError, KeyError, TypeError) as error:
-            problem = f"TF_CONFIG is not a cluster description ({type(error).__name__}: {error})"
+    problem = tf_config_problem(os.environ.get("TF_CONFIG"))
     if problem:
         raise StrategyError(
             f"--strategy=multi_worker needs every worker's address and its own task in the "
             f"TF_CONFIG environment variable, but {problem}. Example for worker 0 of two: "
             f"TF_CONFIG='{_TF_CONFIG_EXAMPLE}'.")
+
+
+def tf_config_problem(text):
+    """What makes TF_CONFIG's `text` unusable for a multi-worker run, or None: the cases
+    MultiWorkerMirroredStrategy would otherwise answer with a traceback (a task index past the
+    cluster's list, a task type the cluster lacks, parameter servers or evaluators, which this
+    trainer has no use for)."""
+    if not text:
+        return "TF_CONFIG is not set"
+    try:
+        config = json.loads(text)
+    except ValueError as error:
+        return f"TF_CONFIG is not JSON ({error})"
+    if not isinstance(config, dict) or not isinstance(config.get("cluster"), dict):
+        return 'TF_CONFIG has no "cluster" object'
+    cluster = config["cluster"]
+    if not cluster:
+        return "TF_CONFIG's cluster names no task"
+    others = sorted(set(cluster) - set(_TASK_TYPES))
+    if others:
+        return (f"TF_CONFIG's cluster names {', '.join(others)} tasks, where a multi-worker "
+                f"run has only {' and '.join(_TASK_TYPES)} tasks")
+    for task_type, addresses in cluster.items():
+        if not _is_address_list(addresses):
+            return (f'TF_CONFIG\'s cluster "{task_type}" is not a list of "host:port" '
+                    f'addresses')
+    if len(cluster.get("chief", [])) > 1:
+        return "TF_CONFIG's cluster names more than one chief"
+    task = config.get("task")
+    if not isinstance(task, dict):
+        return 'TF_CONFIG has no "task" object'
+    task_type, index = task.get("type"), task.get("index")
+    if task_type not in cluster:
+        return (f"TF_CONFIG's task type {task_type!r} has no addresses in its cluster, "
+                f"which names {' and '.join(cluster)}")
+    count = len(cluster[task_type])
+    if _as_index(index) not in range(count):
+        return (f"TF_CONFIG's task index {index!r} names no {task_type} of its cluster, "
+                f"which lists {count} (index 0 to {count - 1})")
+    return None
+
+
+_TASK_TYPES = ("chief", "worker")
+
+
+def _is_address_list(addresses):
+    return (isinstance(addresses, list) and addresses
+            and all(isinstance(address, str) and re.fullmatch(r".+:\d+", address)
+                    for address in addresses))
+
+
+def _as_index(index):
+    """The task index as TensorFlow reads it (`int(index)`), or None."""
+    if isinstance(index, bool):
+        return None
+    try:
+        return int(index)
+    except (TypeError, ValueError):
+        return None
 
 
 def worker_failure_errors():
