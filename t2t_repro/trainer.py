@@ -323,10 +323,24 @@ def main(argv):
         run()
     except UserError:
         raise
+    except KeyboardInterrupt:
+        if FLAGS.schedule == "evaluate":
+            raise
+        raise KeyboardInterrupt(resume_line()) from None
     except Exception as error:
         if FLAGS.strategy == "multi_worker":
             exit_if_worker_failed(error)
         raise
+
+
+def resume_line():
+    """Where a trainer stopped by Ctrl-C resumes: its newest checkpoint."""
+    from t2t_repro.training import checkpoints
+
+    newest = checkpoints.latest_checkpoint(FLAGS.output_dir)
+    if newest is None:
+        return "no checkpoint was written yet; the same command starts the run again."
+    return f"the same command resumes the run from {newest}."
 
 
 def exit_if_worker_failed(error):

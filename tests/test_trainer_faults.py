@@ -16,7 +16,7 @@ import time
 import h5py
 import pytest
 
-from conftest import read_only_folder
+from conftest import HANG_GUARD_S, read_only_folder
 from t2t_repro.training import checkpoints
 from test_trainer import TINY_RUN, run_trainer
 
@@ -221,11 +221,14 @@ def error_lines(stderr):
     return [line for line in stderr.splitlines() if line.startswith("error:")]
 
 
-def test_a_second_trainer_is_refused_and_a_killed_trainers_folder_is_free_at_once(tmp_path):
+def test_a_second_trainer_is_refused_and_an_interrupted_trainers_folder_is_free_at_once(
+        tmp_path):
     """A trainer stopped after step 3 holds its folder: a second one (another seed) is refused
     with one line naming the folder and the first's pid, and changes nothing there; the first,
-    continued, writes its own next checkpoint. SIGKILLed after step 6, it leaves a folder that
-    a new trainer takes at once, resuming from step 6."""
+    continued, writes its own next checkpoint. Interrupted after step 6 as Ctrl-C does (SIGINT),
+    it says in one line where the run resumes, exits with status 130 and leaves a folder that a
+    new trainer takes at once, resuming from step 6. (A SIGKILLed trainer's folder is taken at
+    once by every restart of the five-kills test.)"""
     output_dir, log_path = tmp_path / "run", tmp_path / "first.log"
     first = start_trainer(output_dir, log_path, after_step="3,6")
     try:
@@ -235,14 +238,22 @@ def test_a_second_trainer_is_refused_and_a_killed_trainers_folder_is_free_at_onc
         assert folder_contents(output_dir) == before
         first.send_signal(signal.SIGCONT)
         wait_until_stopped(first, log_path)
+        first.send_signal(signal.SIGINT)  # handled once the process runs again
+        first.send_signal(signal.SIGCONT)
+        first.wait(timeout=HANG_GUARD_S)
     finally:
-        first.send_signal(signal.SIGKILL)
-        first.wait()
+        if first.poll() is None:
+            first.send_signal(signal.SIGKILL)
+            first.wait()
     assert second.returncode == 1 and "Traceback" not in second.stderr, second.stderr
     [error] = error_lines(second.stderr)
     assert f"--output_dir={output_dir} is in use by another trainer (pid {first.pid})" in error
     assert [step for step, _ in checkpoints.list_checkpoints(str(output_dir))] == [3, 6]
     assert "--random_seed" not in (output_dir / "flags.txt").read_text()
+    log = log_path.read_text()
+    assert first.returncode == 130 and "Traceback" not in log, log[-3000:]
+    assert log.splitlines()[-1] == (f"interrupted: the same command resumes the run from "
+                                    f"{output_dir}/ckpt-6.weights.h5.")
 
     third = run_trainer(*KILL_RUN, f"--output_dir={output_dir}")
     assert third.returncode == 0, third.stderr

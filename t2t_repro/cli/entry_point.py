@@ -15,10 +15,15 @@ from t2t_repro.errors import ConfigurationError, UserError
 from t2t_repro.names import PATH_FLAGS
 
 
+# The exit status of a command stopped by Ctrl-C, as a shell reports one killed by SIGINT.
+INTERRUPTED_EXIT_STATUS = 128 + 2
+
+
 def report_user_errors(main):
     """`main` that reports a UserError, or a file that cannot be read or written (OSError), as
-    `error: <message>` and exit status 1 instead of a traceback. Path flags are read with `~`
-    expanded first (`expand_home`)."""
+    `error: <message>` and exit status 1 instead of a traceback; Ctrl-C as `interrupted`, with
+    what the command left if it says (the KeyboardInterrupt's message), and exit status 130.
+    Path flags are read with `~` expanded first (`expand_home`)."""
 
     @functools.wraps(main)
     def main_reporting_user_errors(argv):
@@ -27,6 +32,9 @@ def report_user_errors(main):
             return main(argv)
         except (UserError, OSError) as error:
             sys.exit(f"error: {one_line(error)}")
+        except KeyboardInterrupt as interrupt:
+            print(f"interrupted{': ' if str(interrupt) else ''}{interrupt}", file=sys.stderr)
+            sys.exit(INTERRUPTED_EXIT_STATUS)
 
     return main_reporting_user_errors
 
