@@ -24,7 +24,6 @@ its exponent lies between 1 and 2.
 """
 
 import json
-import os
 import statistics
 import sys
 import time
@@ -258,13 +257,26 @@ def add_arguments(parser):
     parser.add_argument("--format", choices=("text", "json"), default="text")
 
 
+def check_plot_file(path):
+    """Exits with one line unless `path` is a file the plot can be written to: in a folder
+    that exists and can be written, and no checkpoint (a PNG would replace the model)."""
+    from t2t_repro.cli import output_paths
+    from t2t_repro.errors import ConfigurationError
+
+    try:
+        output_paths.check_output_file(path, "--plot")
+        output_paths.check_not_a_checkpoint(path, "--plot")
+    except ConfigurationError as error:
+        sys.exit(f"error: {error}")
+
+
 def run(args):
     """`paper table1`: measures, prints, and draws the plot when asked."""
     if args.hidden_size % HEADS:
         sys.exit(f"error: --hidden_size={args.hidden_size} must be a multiple of {HEADS} "
                  f"(the heads).")
-    if args.plot and not os.path.isdir(os.path.dirname(os.path.abspath(args.plot))):
-        sys.exit(f"error: --plot={args.plot}: its folder does not exist; create it first.")
+    if args.plot:
+        check_plot_file(args.plot)
     try:
         report = table1(args.lengths, args.hidden_size, args.window, args.kernel_size,
                         args.repeats, args.fit_from)

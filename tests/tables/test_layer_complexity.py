@@ -88,10 +88,20 @@ def test_bad_arguments_are_usage_errors(argv, message, capsys):
 @pytest.mark.parametrize("argv, message", [
     (["--fit_from", "4096"], "error: --fit_from=4096 leaves fewer than two of the lengths"),
     (["--hidden_size", "20"], "error: --hidden_size=20 must be a multiple of 8"),
-    (["--plot", "/nonexistent-folder/t.png"], "t.png: its folder does not exist"),
+    (["--plot", "/nonexistent-folder/t.png"],
+     "error: --plot=/nonexistent-folder/t.png cannot be written: its folder /nonexistent-folder "
+     "does not exist; create it first."),
+    (["--plot", "{tmp_path}"], "error: --plot={tmp_path} is a folder; name a file"),
+    (["--plot", "{tmp_path}/ckpt-20.weights.h5"],
+     "error: --plot={tmp_path}/ckpt-20.weights.h5 is a checkpoint; writing it would replace it. "
+     "Name another output file."),
 ])
-def test_senseless_values_stop_before_measuring_with_one_line(argv, message):
+def test_senseless_values_stop_before_measuring_with_one_line(argv, message, tmp_path):
+    checkpoint = tmp_path / "ckpt-20.weights.h5"
+    checkpoint.write_bytes(b"\x89HDF\r\n\x1a\n weights")
     with pytest.raises(SystemExit) as exit_info:
-        paper.main(["table1", "--lengths", "8,16", *argv])
+        paper.main(["table1", "--lengths", "8,16",
+                    *(arg.format(tmp_path=tmp_path) for arg in argv)])
     text = str(exit_info.value.code)
-    assert text.startswith("error: ") and message in text and "\n" not in text
+    assert text.startswith(message.format(tmp_path=tmp_path)) and "\n" not in text
+    assert checkpoint.read_bytes() == b"\x89HDF\r\n\x1a\n weights"
