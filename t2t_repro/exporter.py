@@ -132,13 +132,16 @@ EXPORTERS = {"saved_model": export_saved_model, "ctranslate2": export_ctranslate
 def export(target=None):
     """Exports the run's model in --export_format to `target` (default:
     `<export_dir>/<version>/`)."""
-    from t2t_repro.serving.export import export_version
+    from t2t_repro.serving.export import check_export_format, export_version
 
     check_format_flags()
     if target is None:
-        export_dir = FLAGS.export_dir or os.path.join(FLAGS.output_dir,
-                                                      _DEFAULT_SUBDIRS[FLAGS.export_format])
+        default_subdir = _DEFAULT_SUBDIRS[FLAGS.export_format]
+        export_dir = FLAGS.export_dir or os.path.join(FLAGS.output_dir, default_subdir)
         output_paths.check_output_dir(export_dir, "--export_dir")
+        check_export_format(export_dir, FLAGS.export_format,
+                            f"by default, --export_format={FLAGS.export_format} writes to "
+                            f"<output_dir>/{default_subdir}")
     problem = problem_flags.create_problem()
     problem.check_data()
     decode_hparams = format_decode_hparams(problem)

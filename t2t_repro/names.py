@@ -31,6 +31,9 @@ PATH_FLAGS = ("avg_dir", "checkpoint", "checkpoint_path", "ct2_dir", "data_dir",
               "score_file", "sentencepiece_models", "t2t_usr_dir", "target_prefix_file",
               "tmp_dir", "translation", "vocab_file", "vocabs", "warm_start_from")
 
+# The file each export format writes into a version folder (`<export_dir>/<version>/`).
+EXPORT_FORMAT_FILES = {"saved_model": "saved_model.pb", "ctranslate2": "model.bin"}
+
 # The exported SavedModel's signatures (and TF Serving's default signature name).
 BEST_SIGNATURE = "serving_default"
 BEAMS_SIGNATURE = "beams"

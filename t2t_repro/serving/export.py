@@ -29,7 +29,8 @@ from t2t_repro.decoding.scoring import graph_score
 from t2t_repro.decoding.text_decoding import create_search, input_limit
 from t2t_repro.names import EOS_ID, PAD_ID
 from t2t_repro.errors import UserError
-from t2t_repro.names import BEAMS_SIGNATURE, BEST_SIGNATURE, SCORE_SIGNATURE
+from t2t_repro.names import (BEAMS_SIGNATURE, BEST_SIGNATURE, EXPORT_FORMAT_FILES,
+                             SCORE_SIGNATURE)
 
 EXPORT_INFO_FILE = os.path.join("assets.extra", "export_info.json")
 # Nothing differentiates an export: tracing the gradients of its ops' custom gradients would
@@ -139,6 +140,22 @@ def export_version(checkpoint_path):
 
     step = checkpoint_step(checkpoint_path)
     return step if step is not None else int(time.time())
+
+
+def check_export_format(export_dir, export_format, hint):
+    """ExportError when `export_dir` holds versions of another format than `export_format`: a
+    server loads a folder's newest version, and would find one it cannot read. `hint` names
+    the folder to use instead."""
+    if not os.path.isdir(export_dir):
+        return
+    for version in sorted(filter(str.isdigit, os.listdir(export_dir)), key=int):
+        for other, model_file in EXPORT_FORMAT_FILES.items():
+            found = os.path.join(export_dir, version, model_file)
+            if other != export_format and os.path.exists(found):
+                raise ExportError(
+                    f"--export_dir={export_dir} holds {other} versions ({found}); a "
+                    f"{export_format} version beside them would leave a server of that folder "
+                    f"a newest version it cannot read. Name another --export_dir ({hint}).")
 
 
 def write_export(module, export_dir, version, info):

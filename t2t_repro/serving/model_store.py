@@ -16,12 +16,13 @@ from google.protobuf import json_format
 from tensorflow.core.protobuf import saved_model_pb2
 
 from t2t_repro.errors import UserError
+from t2t_repro.names import EXPORT_FORMAT_FILES
 from t2t_repro.utils.stderr_lines import (
     SENTENCEPIECE_IDENTITY_NORMALIZATION, UNSAVED_CUSTOM_GRADIENTS, absl_log_dropped,
     lines_dropped)
 
 EXPORT_HINT = "export one with `python -m t2t_repro.exporter --output_dir=RUN` first"
-SAVED_MODEL_FILE = "saved_model.pb"
+SAVED_MODEL_FILE = EXPORT_FORMAT_FILES["saved_model"]
 
 # What TensorFlow wraps a model's own error text in: a heading, where the failing node was
 # defined (a traceback, or a line saying there is none), and the node and function names.
@@ -69,8 +70,9 @@ def check_saved_model(version_dir):
     instead where that is a CTranslate2 model (the other export format)."""
     if os.path.exists(os.path.join(version_dir, SAVED_MODEL_FILE)):
         return
-    found = ("a CTranslate2 model (model.bin), which CTranslate2 serves"
-             if os.path.exists(os.path.join(version_dir, "model.bin")) else "no SavedModel")
+    model_file = EXPORT_FORMAT_FILES["ctranslate2"]
+    found = (f"a CTranslate2 model ({model_file}), which CTranslate2 serves"
+             if os.path.exists(os.path.join(version_dir, model_file)) else "no SavedModel")
     raise ExportNotFoundError(f"{version_dir}, the newest version, holds {found}; {EXPORT_HINT} "
                               f"(--export_format=saved_model, the default).")
 

@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from conftest import output_lines, run_module
+from conftest import one_line_error, output_lines, run_module
 
 DECODE_HPARAMS = "--decode_hparams=beam_size=2,alpha=0.6,extra_length=5"
 SENTENCES = 16
@@ -200,8 +200,6 @@ def test_the_served_export_answers_as_the_decoder_cli(ende, ende_decodes, ende_s
 def test_the_server_answers_the_score_signature_as_query_score_prints_it(ende, ende_server):
     """`python -m t2t_repro.query --score` against the served export: the decoder's
     --score_file lines; a line without a tab is an error naming it, after the lines before."""
-    from conftest import one_line_error
-
     expected = decoder_scores(ende)
     query = ["t2t_repro.query", f"--server={ende_server.url}", "--model_name=ende", "--score"]
     served = run_module(*query, f"--inputs_file={ende['score_file']}", "--batch_size=5")
@@ -242,6 +240,33 @@ def test_the_ctranslate2_conversion_translates_as_the_greedy_decoder_cli(ende):
     greedy = decoder_lines(ende["flags"], ende["run"], ende["source_file"],
                            "--decode_hparams=beam_size=1,extra_length=5")
     assert outputs == greedy[:SENTENCES]
+
+
+def test_an_export_dir_holding_the_other_formats_versions_is_refused(ende, tmp_path):
+    """A CTranslate2 model written among SavedModel versions would become the newest version,
+    which the server of that folder cannot load (and the other way round): refused, naming the
+    version found and the folder to use, before anything is written."""
+    saved_models = ende["version_dir"].parent
+    ct2_models = tmp_path / "ct2_versions"
+    (ct2_models / "7").mkdir(parents=True)
+    (ct2_models / "7" / "model.bin").write_bytes(b"ct2")
+    before = {folder: sorted(p.name for p in folder.iterdir())
+              for folder in (saved_models, ct2_models)}
+    cases = [("ctranslate2", saved_models, f"holds saved_model versions ({saved_models}/100/"
+              f"saved_model.pb); a ctranslate2 version beside them", "ctranslate2"),
+             ("saved_model", ct2_models, f"holds ctranslate2 versions ({ct2_models}/7/model.bin);"
+              f" a saved_model version beside them", "export")]
+    for export_format, folder, found, default_subdir in cases:
+        result = run_module("t2t_repro.exporter", *ende["flags"], f"--output_dir={ende['run']}",
+                            f"--export_format={export_format}", f"--export_dir={folder}",
+                            "--version=101")
+        assert result.returncode == 1, result.stderr
+        assert one_line_error(result) == (
+            f"error: --export_dir={folder} {found} would leave a server of that folder a newest "
+            f"version it cannot read. Name another --export_dir (by default, --export_format="
+            f"{export_format} writes to <output_dir>/{default_subdir}).")
+    assert before == {folder: sorted(p.name for p in folder.iterdir())
+                      for folder in (saved_models, ct2_models)}
 
 
 def test_the_export_ctranslate2_command_writes_the_folder_it_is_given(ende, tmp_path):
