@@ -21,7 +21,8 @@ from t2t_repro.data.problem import EVAL, TRAIN, ProblemDataError
 from t2t_repro.data.raw_text import ParallelReader, RawDataError
 from t2t_repro.data.text_problem import SENTENCEPIECE, TENSOR2TENSOR_SUBWORDS, VOCABULARY_CLASSES
 from t2t_repro.data.translation import TranslateProblem
-from t2t_repro.data.vocabulary import VocabularyError
+from t2t_repro.data.vocabulary import (MINIMUM_VOCAB_SIZE, MINIMUM_VOCAB_SIZE_NOTE,
+                                         VocabularyError)
 from t2t_repro.hparams import at_least
 from t2t_repro.metrics.bleu import LANGUAGE_CODE_RULE, is_language_code
 from t2t_repro.registry import problems
@@ -71,8 +72,10 @@ class TranslateTextFiles(TranslateProblem):
 
     data_hparam_ranges = {
         **TranslateProblem.data_hparam_ranges,
-        "source_vocab_size": at_least(0, " (0: vocab_size)"),
-        "target_vocab_size": at_least(0, " (0: vocab_size)"),
+        **{f"{side}_vocab_size": ((lambda value: value == 0 or value >= MINIMUM_VOCAB_SIZE),
+                                  f"0 (vocab_size) or at least {MINIMUM_VOCAB_SIZE} "
+                                  f"({MINIMUM_VOCAB_SIZE_NOTE})")
+           for side in ("source", "target")},
         "character_coverage": ((lambda value: 0 < value <= 1), "above 0 and at most 1"),
         "max_length": at_least(0, " (0: no limit)"),
         # Any ratio below 1 drops every pair: the longer side is never shorter than the other.
@@ -115,7 +118,7 @@ class TranslateTextFiles(TranslateProblem):
     def shared_vocabulary(self):
         return self.data_hparams.shared_vocabulary
 
-    def vocab_size(self, side):
+    def vocab_size_hparam(self, side):
         """`<side>_vocab_size` for separate vocabularies where given, else `vocab_size`."""
         if self.shared_vocabulary:
             sided = [name for name in ("source_vocab_size", "target_vocab_size")
@@ -124,8 +127,9 @@ class TranslateTextFiles(TranslateProblem):
                 raise ProblemDataError(
                     f"{self.name}: {', '.join(sided)} apply to separate vocabularies "
                     f"(shared_vocabulary=false); a shared one has vocab_size pieces.")
-            return self.data_hparams.vocab_size
-        return getattr(self.data_hparams, f"{side}_vocab_size") or self.data_hparams.vocab_size
+            return "vocab_size"
+        sided = f"{side}_vocab_size"
+        return sided if getattr(self.data_hparams, sided) else "vocab_size"
 
     @property
     def character_coverage(self):

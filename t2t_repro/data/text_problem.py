@@ -35,7 +35,8 @@ from t2t_repro.data.packing import CHUNK_SIZE
 from t2t_repro.data.problem import EVAL, MODES, TRAIN, Problem, ProblemDataError
 from t2t_repro.data.raw_text import MissingRawDataError, RawDataError, reservoir_sample
 from t2t_repro.data.tensor2tensor_subwords import Tensor2TensorSubwords
-from t2t_repro.data.vocabulary import SubwordVocabulary, train_vocabulary
+from t2t_repro.data.vocabulary import (MINIMUM_VOCAB_SIZE, MINIMUM_VOCAB_SIZE_NOTE,
+                                         SubwordVocabulary, train_vocabulary)
 from t2t_repro.hparams import HParams, at_least
 from t2t_repro.names import EOS_ID
 
@@ -79,7 +80,9 @@ class TextPairProblem(Problem):
     """
 
     default_vocab_size = 32000
-    data_hparam_ranges = {"num_train_shards": at_least(1), "vocab_sample_pairs": at_least(1)}
+    data_hparam_ranges = {"num_train_shards": at_least(1), "vocab_sample_pairs": at_least(1),
+                          "vocab_size": at_least(MINIMUM_VOCAB_SIZE,
+                                                 f" ({MINIMUM_VOCAB_SIZE_NOTE})")}
     shared_vocabulary = True  # one model over both sides; False: one per side
     vocab_split_by_script = True  # see `vocabulary.train_vocabulary`
     character_coverage = 1.0  # see `vocabulary.train_vocabulary`
@@ -426,14 +429,16 @@ class TextPairProblem(Problem):
                 write_piece_listing(vocabulary)
         return vocabularies
 
-    def vocab_size(self, side):
-        """The pieces asked of a side's vocabulary (the shared one's: either side)."""
-        return self.data_hparams.vocab_size
+    def vocab_size_hparam(self, side):
+        """The data hparam that sets a side's vocabulary size (the shared one's: either side)."""
+        return "vocab_size"
 
     def _new_vocabulary(self, side, sentences):
         """A BPE model trained on `sentences`, written to the side's `vocabulary_file`."""
-        return train_vocabulary(sentences, self.vocab_size(side), self.vocabulary_file(side),
-                                self.vocab_split_by_script, self.character_coverage)
+        size_hparam = self.vocab_size_hparam(side)
+        return train_vocabulary(sentences, getattr(self.data_hparams, size_hparam),
+                                self.vocabulary_file(side), self.vocab_split_by_script,
+                                self.character_coverage, size_hparam)
 
     def _write_split(self, mode, pairs, vocabularies, num_shards, shuffle):
         """Encodes `pairs` into the mode's shards; returns the split's metadata."""

@@ -29,6 +29,10 @@ MODEL_TYPE = "bpe"
 UNK_ID = 2
 _RESERVED_IDS = 3  # padding, EOS, unknown (unused with byte fallback, but sentencepiece needs one)
 _BYTE_PIECES = 256
+# The fewest ids a trained vocabulary can have: the reserved ones, a piece for every byte (byte
+# fallback) and one piece learnt from the text.
+MINIMUM_VOCAB_SIZE = _RESERVED_IDS + _BYTE_PIECES + 1
+MINIMUM_VOCAB_SIZE_NOTE = f"{_RESERVED_IDS} reserved ids, {_BYTE_PIECES} bytes and a piece"
 # Sentencepiece skips training sentences longer than this many bytes; linearised parse trees and
 # long WMT sentences exceed its default of 4192.
 _MAX_SENTENCE_BYTES = 1 << 16
@@ -39,7 +43,7 @@ class VocabularyError(UserError, ValueError):
 
 
 def train_vocabulary(sentences, vocab_size, model_path, split_by_script=True,
-                     character_coverage=1.0):
+                     character_coverage=1.0, size_hparam="vocab_size"):
     """Trains a BPE model of `vocab_size` pieces on `sentences` and writes it to `model_path`.
 
     Args:
@@ -52,13 +56,13 @@ def train_vocabulary(sentences, vocab_size, model_path, split_by_script=True,
         character_coverage: the share of the text's characters that get pieces of their own
             (sentencepiece's); the rarest others are spelled as bytes. Below 1 (0.9995) suits
             scripts with thousands of characters (Chinese, Japanese).
+        size_hparam: the data hparam that asked for `vocab_size`, which the errors name.
     Returns the loaded `SubwordVocabulary`.
     """
-    minimum = _RESERVED_IDS + _BYTE_PIECES + 1
-    if vocab_size < minimum:
+    if vocab_size < MINIMUM_VOCAB_SIZE:
         raise VocabularyError(
-            f"vocab_size {vocab_size} is too small: byte fallback alone needs {minimum} ids."
-        )
+            f"{size_hparam} {vocab_size} is too small: byte fallback alone needs "
+            f"{MINIMUM_VOCAB_SIZE} ids ({MINIMUM_VOCAB_SIZE_NOTE}).")
     with atomic_path(model_path) as temporary, open(temporary, "wb") as model_file:
         try:
             sentencepiece.SentencePieceTrainer.train(
@@ -81,20 +85,22 @@ def train_vocabulary(sentences, vocab_size, model_path, split_by_script=True,
                 minloglevel=2,
             )
         except RuntimeError as error:
-            raise VocabularyError(_training_failure_message(error, vocab_size, sentences)) from None
+            raise VocabularyError(_training_failure_message(error, vocab_size, sentences,
+                                                            size_hparam)) from None
     return SubwordVocabulary(model_path)
 
 
-def _training_failure_message(error, vocab_size, sentences):
-    """Sentencepiece's reason, and which way to change vocab_size (it fails both ways)."""
+def _training_failure_message(error, vocab_size, sentences, size_hparam):
+    """Sentencepiece's reason, and which way to change `size_hparam` (it fails both ways)."""
     reason = str(error)
+    flag = f"--data_hparams={size_hparam}=N"
     if "too high" in reason:
-        advice = "Ask for a smaller vocab_size (--data_hparams=vocab_size=N) or give it more text."
+        advice = f"Ask for a smaller {size_hparam} ({flag}) or give it more text."
     elif "smaller than required" in reason:
-        advice = ("Ask for a larger vocab_size (--data_hparams=vocab_size=N): every character "
-                  "of the text needs an id of its own.")
+        advice = (f"Ask for a larger {size_hparam} ({flag}): every character of the text needs "
+                  f"an id of its own.")
     else:
-        advice = "Check the training text; --data_hparams=vocab_size=N changes the size."
+        advice = f"Check the training text; {flag} changes the size."
     return (f"sentencepiece could not train a {vocab_size}-piece vocabulary on {len(sentences)} "
             f"sentences ({reason}). {advice}")
 

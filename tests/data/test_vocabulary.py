@@ -259,6 +259,18 @@ def test_too_small_for_the_characters_says_to_ask_for_a_larger_vocab_size(tmp_pa
     assert "smaller vocab_size" not in str(raised.value)
 
 
+def test_the_errors_name_the_data_hparam_that_asked_for_the_size(tmp_path):
+    """A side's own size (a separate vocabulary's target_vocab_size) is the one to change."""
+    with pytest.raises(VocabularyError, match=r"^target_vocab_size 259 is too small"):
+        train_vocabulary(TINY_CORPUS, 259, str(tmp_path / "tiny.model"),
+                         size_hparam="target_vocab_size")
+    with pytest.raises(VocabularyError) as raised:
+        train_vocabulary(TINY_CORPUS, 8000, str(tmp_path / "tiny.model"),
+                         size_hparam="target_vocab_size")
+    assert str(raised.value).endswith("Ask for a smaller target_vocab_size (--data_hparams="
+                                      "target_vocab_size=N) or give it more text.")
+
+
 @pytest.mark.parametrize("vocab_size", [400, 8000])
 def test_vocab_size_beyond_what_the_text_supports_says_to_ask_for_less(tmp_path, vocab_size):
     """Three sentences cannot fill 400 pieces: VocabularyError saying to ask for a smaller

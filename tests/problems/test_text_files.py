@@ -563,7 +563,14 @@ def test_a_missing_file_hparam_is_an_error_naming_it(tmp_path):
     ("character_coverage=0.0", "data hparam character_coverage=0.0 must be above 0 and at "
                                "most 1."),
     ("shared_vocabulary=false,target_vocab_size=-8",
-     "data hparam target_vocab_size=-8 must be at least 0 (0: vocab_size)."),
+     "data hparam target_vocab_size=-8 must be 0 (vocab_size) or at least 260 (3 reserved ids, "
+     "256 bytes and a piece)."),
+    # Byte fallback alone takes 259 ids: refused before the source side's model is trained.
+    ("shared_vocabulary=false,target_vocab_size=7",
+     "data hparam target_vocab_size=7 must be 0 (vocab_size) or at least 260 (3 reserved ids, "
+     "256 bytes and a piece)."),
+    ("vocab_size=259", "data hparam vocab_size=259 must be at least 260 (3 reserved ids, 256 "
+                       "bytes and a piece)."),
     # sacreBLEU and tokenizer.perl would treat "EN" as another language, without a word.
     ("target_language=EN", "data hparam target_language='EN' must be a language's ISO 639 "
                            "code in lower case, e.g. de (zh, not ZH or zh-CN), which BLEU's "
@@ -574,6 +581,8 @@ def test_a_data_hparam_out_of_its_range_is_an_error_that_writes_nothing(corpus, 
     hparams = data_hparams(corpus, extra)
     if extra.startswith("num_train_shards="):  # SMALL sets it: replaced, not given twice
         hparams = data_hparams(corpus).replace("num_train_shards=2", extra)
+    if extra.startswith("vocab_size="):  # likewise
+        hparams = data_hparams(corpus).replace("vocab_size=500", extra)
     if extra.startswith("target_language="):  # likewise
         hparams = data_hparams(corpus).replace("target_language=en", extra)
     line = one_line_error(datagen(tmp_path / "data", hparams))
