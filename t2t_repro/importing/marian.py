@@ -79,19 +79,32 @@ def opus_mt_files(model_dir):
     try:
         with open(path, encoding="utf-8") as f:
             config = yaml.safe_load(f)
-        models, vocabularies = config["models"], config["vocabs"]
     except FileNotFoundError:
         raise ModelImportError(f"{path} is missing: an OPUS-MT release folder has a "
                                f"decoder.yml naming its model and vocabularies.") from None
-    except (yaml.YAMLError, TypeError, KeyError) as error:
+    except yaml.YAMLError as error:
         raise ModelImportError(f"{path} does not name the model and the vocabularies "
                                f"(keys 'models' and 'vocabs'): {error}.") from None
+    models, vocabularies = (_file_names(config, key, path) for key in ("models", "vocabs"))
     if len(models) != 1 or len(vocabularies) != 2:
         raise ModelImportError(f"{path} names {len(models)} models and {len(vocabularies)} "
                                f"vocabularies; this import takes one model and a source and a "
                                f"target vocabulary.")
     return MarianFiles(*(os.path.join(model_dir, name) for name in (
         models[0], vocabularies[0], vocabularies[1], "source.spm", "target.spm")))
+
+
+def _file_names(config, key, path):
+    """decoder.yml's list of file names under `key` (one name alone, as a list of one)."""
+    names = config.get(key) if isinstance(config, dict) else None
+    if isinstance(names, str):
+        names = [names]
+    if not (isinstance(names, list) and names
+            and all(isinstance(name, str) and name for name in names)):
+        raise ModelImportError(f"{path} does not name the model and the vocabularies: its "
+                               f"'{key}' is {names!r}, where a list of file names belongs "
+                               f"(models: [model.npz], vocabs: [source.yml, target.yml]).")
+    return names
 
 
 def read_npz(path):

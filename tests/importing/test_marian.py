@@ -41,6 +41,7 @@ from importing.marian_models import (  # noqa: E402
     model_yml,
     write_opus_mt_folder,
 )
+from t2t_repro.importing.marian import opus_mt_files  # noqa: E402
 
 TRAIN_LINES, TEST_LINES = 2000, 16
 MAX_LENGTH = 30
@@ -297,6 +298,33 @@ def test_a_decoder_yml_that_is_no_yaml_is_a_one_line_error_naming_it(release, tm
     assert line.startswith(f"error: {folder / 'decoder.yml'} does not name the model and the "
                            f"vocabularies")
     assert f'in "{folder / "decoder.yml"}", line 2' in line
+
+
+@pytest.mark.parametrize("text, fault", [
+    ("models:\nvocabs: [vocab.yml, vocab.yml]\n", "its 'models' is None"),
+    ("models: [model.npz]\nvocabs: vocab.yml\n",
+     "names 1 models and 1 vocabularies; this import takes one model"),
+    ("models: [model.npz]\nvocabs: [vocab.yml, 3]\n", "its 'vocabs' is ['vocab.yml', 3]"),
+    ("models: {model: model.npz}\nvocabs: [vocab.yml, vocab.yml]\n",
+     "its 'models' is {'model': 'model.npz'}"),
+    ("- model.npz\n", "its 'models' is None"),
+    ("", "its 'models' is None"),
+])
+def test_a_decoder_yml_without_a_list_of_files_is_a_one_line_error_naming_the_key(
+        release, tmp_path, text, fault):
+    """Not "names 9 models" for `models: model.npz` read letter by letter, nor a TypeError."""
+    folder = copied_release(release, tmp_path)
+    (folder / "decoder.yml").write_text(text)
+    line = failed_import(folder, tmp_path)
+    assert line.startswith(f"error: {folder / 'decoder.yml'} ")
+    assert fault in line
+
+
+def test_a_decoder_yml_naming_its_model_alone_imports_it(release, tmp_path):
+    """`models: model.npz`, one name without a list, is the list of that one model."""
+    folder = copied_release(release, tmp_path)
+    (folder / "decoder.yml").write_text("models: model.npz\nvocabs: [vocab.yml, vocab.yml]\n")
+    assert opus_mt_files(str(folder)).model == str(folder / "model.npz")
 
 
 def test_a_missing_vocabulary_is_an_error_naming_it(release, tmp_path):
