@@ -114,6 +114,18 @@ def test_a_misaligned_reference_is_refused_before_decoding(ende_data_dir, traine
     assert output.read_text(encoding="utf-8") == "saved earlier\n"
 
 
+def test_the_shared_vocabulary_as_output_file_is_refused_naming_it(ende_data_dir, trained_run,
+                                                                   test_files):
+    vocabulary = ende_data_dir / "translate_ende.spm.model"
+    before = vocabulary.read_bytes()
+    result = run_decoder(ende_data_dir, trained_run, f"--decode_from_file={test_files['en']}",
+                         f"--decode_to_file={vocabulary}")
+    assert result.returncode == 1 and result.stderr.strip().splitlines() == [
+        f"error: --decode_to_file={vocabulary} is the vocabulary file; writing it would replace "
+        f"it. Name another output file."]
+    assert vocabulary.read_bytes() == before
+
+
 def test_no_checkpoint_is_a_clear_error(ende_data_dir, trained_run, test_files, tmp_path):
     result = run_decoder(ende_data_dir, trained_run, f"--checkpoint_path={tmp_path}",
                          f"--decode_from_file={test_files['en']}")

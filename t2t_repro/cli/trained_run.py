@@ -78,10 +78,14 @@ def load_model(problem, hparams):
 
 def records_and_vocabularies(problem):
     """{what: path} of the files a command reading the trained run reads besides checkpoints:
-    the run's hparams.json and flags.txt, and `problem`'s vocabulary files."""
+    the run's hparams.json and flags.txt, and `problem`'s vocabulary files (one, shared by
+    both sides, or a source and a target one)."""
+    paths = problem.vocabulary_files()
+    vocabularies = ({"vocabulary": path for path in paths.values()} if len(set(paths.values())) == 1
+                    else {f"{side} vocabulary": path for side, path in paths.items()})
     return {f"run's {HPARAMS_FILENAME}": os.path.join(FLAGS.output_dir, HPARAMS_FILENAME),
             f"run's {FLAGS_FILENAME}": os.path.join(FLAGS.output_dir, FLAGS_FILENAME),
-            **{f"{side} vocabulary": path for side, path in problem.vocabulary_files().items()}}
+            **vocabularies}
 
 
 def check_run_vocabulary(named, run_dir, problem):
