@@ -146,6 +146,22 @@ def test_avg_dir_may_not_be_the_run_itself(trained_run):
     assert digests(trained_run) == before
 
 
+@pytest.mark.parametrize("subdir", ["train", "eval", "export"])
+def test_avg_dir_may_not_be_a_folder_the_runs_commands_write(trained_run, subdir):
+    """TensorBoard's train/ and eval/ runs, an export's versions: an average among them would
+    mix with what the trainer and exporter write there next. Refused; nothing is written."""
+    before = sorted(os.listdir(trained_run))
+    result = average(f"--output_dir={trained_run}", f"--avg_dir={trained_run / subdir}")
+    assert result.returncode == 1
+    assert result.stderr.strip() == (
+        f"error: --avg_dir={trained_run / subdir} is the run's {subdir}/ folder, which the "
+        f"run's commands write; name a folder of the average's own (by default "
+        f"{trained_run / 'averaged'}).")
+    assert sorted(os.listdir(trained_run)) == before
+    if subdir == "train":
+        assert not any(name.endswith(".h5") for name in os.listdir(trained_run / subdir))
+
+
 def test_avg_dir_may_not_hold_another_runs_files(trained_run, tmp_path):
     """Its hparams.json and flags.txt, or a checkpoint of the same step, would be replaced; an
     earlier average of this run is written over (the default folder's second average)."""

@@ -18,8 +18,11 @@ import h5py
 import ml_dtypes
 import numpy as np
 
+from t2t_repro.data.problem import EVAL, TRAIN
 from t2t_repro.errors import ConfigurationError, UserError
-from t2t_repro.names import AVERAGED_MARKER, FLAGS_FILENAME, HPARAMS_FILENAME
+from t2t_repro.names import (AVERAGED_MARKER, AVERAGED_SUBDIR, BEST_SUBDIR, CTRANSLATE2_SUBDIR,
+                             EVAL_ATTENTION_SUBDIR, EXPORT_SUBDIR, FLAGS_FILENAME,
+                             HPARAMS_FILENAME)
 from t2t_repro.training import run_records
 from t2t_repro.utils.atomic_files import atomic_path, write_text_atomically
 
@@ -113,6 +116,12 @@ def average_checkpoints(paths, output_path):
     return output_path
 
 
+# The folders of a run that the trainer (TensorBoard's train/ and eval/ runs, the attention
+# images, the best checkpoint) and the exporter write.
+RUN_SUBDIRS = (TRAIN, EVAL, EVAL_ATTENTION_SUBDIR, BEST_SUBDIR, EXPORT_SUBDIR,
+               CTRANSLATE2_SUBDIR)
+
+
 def average_run(output_dir, avg_dir, n, last=None, print_fn=print):
     """Averages the newest `n` checkpoints of the run in `output_dir` into `avg_dir`; returns
     the average's path, `<avg_dir>/ckpt-<newest step>.weights.h5`.
@@ -128,6 +137,12 @@ def average_run(output_dir, avg_dir, n, last=None, print_fn=print):
     if os.path.realpath(avg_dir) == os.path.realpath(output_dir):
         raise ConfigurationError("--avg_dir must differ from --output_dir: the average would "
                                  "replace the run's newest checkpoint.")
+    for name in RUN_SUBDIRS:
+        if os.path.realpath(avg_dir) == os.path.realpath(os.path.join(output_dir, name)):
+            raise ConfigurationError(
+                f"--avg_dir={avg_dir} is the run's {name}/ folder, which the run's commands "
+                f"write; name a folder of the average's own (by default "
+                f"{os.path.join(output_dir, AVERAGED_SUBDIR)}).")
     if not os.path.isdir(output_dir):
         raise ConfigurationError(f"--output_dir {output_dir} does not exist.")
     _check_average_folder(avg_dir, output_dir)
