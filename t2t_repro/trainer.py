@@ -245,7 +245,7 @@ def run():
 
 
 def train_or_evaluate(claim_output_dir):
-    from t2t_repro.data.problem import TRAIN
+    from t2t_repro.data.problem import EVAL, TRAIN
     from t2t_repro.training.run_factory import create_training_run
 
     problem = problem_flags.create_problem()
@@ -256,7 +256,8 @@ def train_or_evaluate(claim_output_dir):
     model_flags.check_model_name()
     if FLAGS.generate_data:
         problem.generate_data(FLAGS.tmp_dir, download=FLAGS.download)
-    problem.check_data()  # before anything is written to --output_dir
+    read = {"train": (TRAIN,), "evaluate": (EVAL,)}.get(FLAGS.schedule, (TRAIN, EVAL))
+    problem.check_data(modes=read)  # before anything is written to --output_dir
     if FLAGS.schedule != "evaluate":
         problem.check_max_length(TRAIN, hparams.max_length)
     criterion = best_criterion(problem)

@@ -71,8 +71,9 @@ class Problem:
     def generate_data(self, tmp_dir=None, download=True):
         """Prepares the problem's data in `data_dir`; a no-op when nothing needs preparing."""
 
-    def check_data(self):
-        """Raises ProblemDataError, saying how to generate it, when the data is not ready."""
+    def check_data(self, modes=()):
+        """Raises ProblemDataError, saying how to generate it, when the data is not ready: what
+        every command reads, and the examples of `modes` (those a trainer reads)."""
 
     def examples(self, mode):
         raise NotImplementedError

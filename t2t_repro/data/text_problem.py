@@ -177,7 +177,9 @@ class TextPairProblem(Problem):
                 f"examples (an imported model's data folder): generate the data to train on "
                 f"into another --data_dir with datagen, encoded with these vocabularies "
                 f"(docs/importing.md).")
-        return records.shard_paths(self._path(f"-{mode}"), splits[mode]["shards"])
+        paths = records.shard_paths(self._path(f"-{mode}"), splits[mode]["shards"])
+        self._check_written(paths, f"the {mode} examples")
+        return paths
 
     # --- Reading generated data -------------------------------------------------------------
 
@@ -191,11 +193,39 @@ class TextPairProblem(Problem):
                     f"--problem={self.name} --data_dir={self.data_dir} --tmp_dir=<raw files>`, "
                     f"or add --generate_data and --tmp_dir to the trainer."
                 )
-            with open(self.metadata_path) as f:
-                metadata = json.load(f)
+            metadata = self._read_metadata()
             self._adopt_data_hparams(HParams(**metadata["data_hparams"]))
             self._metadata = metadata
         return self._metadata
+
+    def _read_metadata(self):
+        """datagen's record, read; one that is cut short or written over is a
+        ProblemDataError naming it."""
+        try:
+            with open(self.metadata_path, "rb") as f:
+                metadata = json.loads(f.read())
+            if not (isinstance(metadata, dict) and isinstance(metadata.get("data_hparams"), dict)
+                    and isinstance(metadata.get("splits"), dict)):
+                raise ValueError("no data hparams and splits in it")
+        except ValueError as error:  # JSONDecodeError and UnicodeDecodeError included
+            raise ProblemDataError(
+                f"{self.metadata_path} is not datagen's record of the {self.data_name} data "
+                f"({error}); restore it from a copy, or generate the data again into a new "
+                f"--data_dir.") from None
+        return metadata
+
+    def _check_written(self, paths, what):
+        """ProblemDataError when files of the generated data (`what`: which) are gone: datagen
+        wrote them, but something removed them since."""
+        missing = [path for path in paths if not os.path.exists(path)]
+        if missing:
+            files = (missing[0] if len(missing) == 1 else
+                     f"{missing[0]} and {len(missing) - 1} more of its files")
+            raise ProblemDataError(
+                f"the {self.data_name} data in {self.data_dir} is incomplete: {files} ({what}) "
+                f"went missing after datagen wrote it. Restore it from a copy, or generate the "
+                f"data again into a new --data_dir.")
+
 
     def _adopt_data_hparams(self, generated):
         conflicts = [
@@ -211,14 +241,18 @@ class TextPairProblem(Problem):
             )
         self.data_hparams = generated
 
-    def check_data(self):
-        """Loads the metadata and the vocabularies, which raises if any is missing."""
+    def check_data(self, modes=()):
+        """Loads the metadata and the vocabularies, and finds the shards of `modes`' examples;
+        raises if any is missing."""
+        for mode in modes:
+            self.shard_paths(mode)
         return self._loaded_vocabularies()
 
     def _loaded_vocabularies(self):
         """{data side: SubwordVocabulary}, loaded once; one object for both when shared."""
         if self._vocabularies is None:
             self.metadata()  # without generated data: the error that says how to generate it
+            self._check_written(self.vocabulary_paths, "the vocabulary")
             vocabulary_format = self.vocabulary_format
             load = VOCABULARY_CLASSES[vocabulary_format]
             if self.shared_vocabulary:
@@ -332,7 +366,7 @@ class TextPairProblem(Problem):
     def generate_data(self, tmp_dir=None, download=True):
         """Raw text in `tmp_dir` (or downloaded) -> vocabulary and TFRecords in `data_dir`, once."""
         if os.path.exists(self.metadata_path):
-            self.metadata()
+            self.check_data(modes=self.metadata()["splits"])
             if not self._write_missing_token_arrays():
                 print(f"{self.data_name}: data already generated in {self.data_dir}; nothing "
                       f"to do.")

@@ -103,6 +103,46 @@ def test_datagen_reads_every_file_the_patterns_match(deen_run):
     assert "part-1.de" in deen_run["datagen"] and "part-2.de" in deen_run["datagen"]
 
 
+def train_briefly(data_dir, output_dir):
+    return run_module("t2t_repro.trainer", "--problem=translate_text_files",
+                      f"--data_dir={data_dir}", f"--output_dir={output_dir}",
+                      "--hparams_set=transformer_tiny", "--train_steps=1")
+
+
+@pytest.mark.parametrize("name, what", [
+    ("translate_text_files-train-00001-of-00002.tfrecord", "the train examples"),
+    ("translate_text_files-eval-00000-of-00001.tfrecord", "the eval examples"),
+    ("translate_text_files.spm.model", "the vocabulary"),
+])
+def test_a_data_file_gone_after_datagen_is_an_error_naming_it(deen_run, corpus, tmp_path, name,
+                                                              what):
+    """datagen said "nothing to do" over the gap and the trainer stopped in TensorFlow's
+    NotFoundError traceback (or, without the vocabulary, "[Errno 2] No such file")."""
+    data = tmp_path / "data"
+    shutil.copytree(deen_run["data"], data)
+    (data / name).unlink()
+    expected = (f"error: the translate_text_files data in {data} is incomplete: {data / name} "
+                f"({what}) went missing after datagen wrote it. Restore it from a copy, or "
+                f"generate the data again into a new --data_dir.")
+    assert one_line_error(datagen(data, data_hparams(corpus))) == expected
+    assert one_line_error(train_briefly(data, tmp_path / "run")) == expected
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_datagen_record_cut_short_is_an_error_naming_it(deen_run, corpus, tmp_path):
+    data = tmp_path / "data"
+    shutil.copytree(deen_run["data"], data)
+    record = data / "translate_text_files.datagen.json"
+    record.write_text(record.read_text()[:40])
+    for result in (datagen(data, data_hparams(corpus)), train_briefly(data, tmp_path / "run")):
+        line = one_line_error(result)
+        assert line.startswith(f"error: {record} is not datagen's record of the "
+                               f"translate_text_files data (")
+        assert line.endswith("); restore it from a copy, or generate the data again into a new "
+                             "--data_dir.")
+    assert not (tmp_path / "run").exists()
+
+
 def test_decoding_scores_with_the_english_tokenized_bleu(deen_run, corpus, tmp_path):
     """The decoder (given only the run) and the BLEU command agree; the tokenized BLEU is
     Moses' English tokenizer without the German compound split."""
