@@ -82,7 +82,7 @@ def opus_mt_files(model_dir):
     except FileNotFoundError:
         raise ModelImportError(f"{path} is missing: an OPUS-MT release folder has a "
                                f"decoder.yml naming its model and vocabularies.") from None
-    except yaml.YAMLError as error:
+    except (yaml.YAMLError, UnicodeDecodeError) as error:
         raise ModelImportError(f"{path} does not name the model and the vocabularies "
                                f"(keys 'models' and 'vocabs'): {error}.") from None
     models, vocabularies = (_file_names(config, key, path) for key in ("models", "vocabs"))

@@ -309,12 +309,17 @@ def test_a_decoder_yml_that_is_no_yaml_is_a_one_line_error_naming_it(release, tm
      "its 'models' is {'model': 'model.npz'}"),
     ("- model.npz\n", "its 'models' is None"),
     ("", "its 'models' is None"),
+    ("models:\n- 42\nvocabs: [vocab.yml, vocab.yml]\n", "its 'models' is [42]"),
+    (b"\xff\xfe models", "(keys 'models' and 'vocabs'): 'utf-8' codec can't decode byte 0xff"),
 ])
 def test_a_decoder_yml_without_a_list_of_files_is_a_one_line_error_naming_the_key(
         release, tmp_path, text, fault):
     """Not "names 9 models" for `models: model.npz` read letter by letter, nor a TypeError."""
     folder = copied_release(release, tmp_path)
-    (folder / "decoder.yml").write_text(text)
+    if isinstance(text, bytes):
+        (folder / "decoder.yml").write_bytes(text)
+    else:
+        (folder / "decoder.yml").write_text(text)
     line = failed_import(folder, tmp_path)
     assert line.startswith(f"error: {folder / 'decoder.yml'} ")
     assert fault in line
