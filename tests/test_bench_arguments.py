@@ -40,15 +40,16 @@ def test_values_out_of_range_are_refused_saying_what_is_wanted(parse, text, mess
 
 
 def usage_error_of(main, argv, capsys):
-    """What `main(argv)` writes on stderr, asserting it exits with argparse's usage status."""
+    """What `main(argv)` writes on stderr, asserting it exits with status 1, as every command's
+    one-line error does."""
     with pytest.raises(SystemExit) as exit:
         main(argv)
-    assert exit.value.code == 2
+    assert exit.value.code == 1
     return capsys.readouterr().err
 
 
 def test_a_benchmark_refuses_a_count_out_of_range_before_loading_anything(capsys):
-    """Exit status 2 and argparse's usage error in one line, not an IndexError once the data
+    """Exit status 1 and argparse's usage error in one line, not an IndexError once the data
     is read."""
     from t2t_repro.bench import decode
 
@@ -102,6 +103,48 @@ def test_the_tensorflow_backend_named_reaches_the_benchmarks_own_parser(capsys):
 
     assert "argument --sentences: must be a whole number of at least 1" in usage_error_of(
         main, ["bench", "decode", "--backend", "tensorflow", "--sentences=0"], capsys)
+
+
+@pytest.mark.parametrize("precisions, message", [
+    ("float8", "must be one of bfloat16, int8, got 'float8'"),
+    ("bfloat16,float32", "must be one of bfloat16, int8, got 'float32'"),  # always measured
+])
+def test_the_decode_benchmark_refuses_an_unknown_precision_before_loading_anything(
+        capsys, precisions, message):
+    """Not a ValueError traceback from the precision's decoder process, 23 s in."""
+    from t2t_repro.bench import decode
+
+    assert usage_error_of(decode.main, [f"--precisions={precisions}"], capsys) == (
+        f"error: python -m t2t_repro.bench decode: argument --precisions: {message} (--help "
+        f"lists the flags)\n")
+
+
+@pytest.mark.parametrize("flag, message", [
+    ("--backends=torch", "argument --backends: must be one of tensorflow, jax, got 'torch'"),
+    ("--batch_tokens=4096,100",
+     "argument --batch_tokens: must be a whole number of at least 256, got '100'"),
+])
+def test_the_packing_benchmark_refuses_what_it_cannot_time_before_loading_anything(
+        capsys, flag, message):
+    """Not a KeyError, or a ValueError about the batch size, once the data is encoded."""
+    from t2t_repro.bench import packing
+
+    assert usage_error_of(packing.main, [flag], capsys) == (
+        f"error: python -m t2t_repro.bench packing: {message} (--help lists the flags)\n")
+
+
+def test_no_precisions_is_a_list_of_none():
+    parse = comma_list(one_of("bfloat16", "int8"), may_be_empty=True)
+    assert parse("") == [] and parse("int8,bfloat16") == ["int8", "bfloat16"]
+
+
+@pytest.mark.parametrize("flag", ["--helpshort", "--helpfull", "--help"])
+def test_absl_help_flags_print_a_benchmarks_help(capsys, flag):
+    from t2t_repro.bench import decode
+
+    with pytest.raises(SystemExit) as exit:
+        decode.main([flag])
+    assert exit.value.code == 0 and "--precisions" in capsys.readouterr().out
 
 
 def test_the_jax_training_benchmark_refuses_a_dtype_its_peer_lacks(capsys):

@@ -254,7 +254,7 @@ def test_text_format_states_vocabulary():
 def test_bad_input_exits_non_zero_with_message(argv, message, capsys):
     with pytest.raises(SystemExit) as exit_info:
         paper.main(argv)
-    assert exit_info.value.code != 0
+    assert exit_info.value.code == 1
     (line,) = capsys.readouterr().err.splitlines()  # one line, as the absl commands' errors
     assert line.startswith("error: python -m t2t_repro.paper") and message in line
 

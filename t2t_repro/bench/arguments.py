@@ -23,8 +23,13 @@ def _number(kind, lowest, lowest_allowed=True):
     return parse
 
 
-positive_int = _number(int, 1)
-non_negative_int = _number(int, 0)
+def int_at_least(lowest):
+    """An argparse type: a whole number of at least `lowest`."""
+    return _number(int, lowest)
+
+
+positive_int = int_at_least(1)
+non_negative_int = int_at_least(0)
 positive_float = _number(float, 0, lowest_allowed=False)
 non_negative_float = _number(float, 0)
 
@@ -40,12 +45,13 @@ def one_of(*choices):
     return parse
 
 
-def comma_list(item_type):
-    """An argparse type: a comma-separated list of one or more `item_type` values."""
+def comma_list(item_type, may_be_empty=False):
+    """An argparse type: a comma-separated list of one or more `item_type` values (or none,
+    when `may_be_empty`)."""
 
     def parse(text):
         items = [item.strip() for item in text.split(",") if item.strip()]
-        if not items:
+        if not items and not may_be_empty:
             raise argparse.ArgumentTypeError("names no value")
         return [item_type(item) for item in items]
 

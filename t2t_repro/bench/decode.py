@@ -32,7 +32,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from t2t_repro.bench.arguments import non_negative_int, positive_int
+from t2t_repro.bench.arguments import comma_list, non_negative_int, one_of, positive_int
 from t2t_repro.bench.newstest import (newstest2014, shared_vocabulary_problem,
                                       shared_vocabulary_problem_in)
 from t2t_repro.bench.peak_memory import run_in_own_process
@@ -185,6 +185,7 @@ def main(argv):
                              "0: neither it nor the host loop)")
     parser.add_argument("--skip_peer", action="store_true", help="do not run CTranslate2")
     parser.add_argument("--precisions", default="bfloat16,int8",
+                        type=comma_list(one_of("bfloat16", "int8"), may_be_empty=True),
                         help="also decode with copies of the model in these precisions "
                              "(bfloat16, int8; empty: none)")
     args = parser.parse_args(argv)
@@ -204,7 +205,7 @@ def main(argv):
         cached = measure(Contender("t2t_repro"))
         cached_xla = measure(Contender("t2t_repro", jit_compile=True))
         in_precision = {precision: measure(Contender("t2t_repro", precision))
-                        for precision in filter(None, args.precisions.split(","))}
+                        for precision in args.precisions}
         if peers is None:
             peers = {quantization: measure(Contender("ctranslate2", quantization))
                      for quantization in ("float32", "int8")}

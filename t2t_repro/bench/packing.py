@@ -21,7 +21,8 @@ import time
 
 import numpy as np
 
-from t2t_repro.bench.arguments import comma_list, non_negative_int, positive_int
+from t2t_repro.bench.arguments import (comma_list, int_at_least, non_negative_int, one_of,
+                                       positive_int)
 from t2t_repro.bench.newstest import encode_with_shared_vocabulary, newstest2014
 from t2t_repro.bench.peak_memory import run_in_own_process
 from t2t_repro.bench.pipeline import DEFAULT_DATA_ROOT
@@ -121,9 +122,12 @@ def main(argv):
     parser = OneLineErrorParser(prog="python -m t2t_repro.bench packing",
                                 description=__doc__.split("\n\n")[0])
     parser.add_argument("--data_root", default=DEFAULT_DATA_ROOT)
-    parser.add_argument("--batch_tokens", type=comma_list(positive_int), default=[4096],
-                        help="comma-separated budgets (the paper's: 25000)")
+    parser.add_argument("--batch_tokens", type=comma_list(int_at_least(MAX_LENGTH)),
+                        default=[4096],
+                        help=f"comma-separated budgets, each at least max_length {MAX_LENGTH} "
+                             f"(the paper's: 25000)")
     parser.add_argument("--backends", default="tensorflow,jax",
+                        type=comma_list(one_of(*BACKEND_BATCHING), may_be_empty=True),
                         help="backends to time training under; empty: padding only")
     parser.add_argument("--steps", type=positive_int, default=4, help="timed steps per contender")
     parser.add_argument("--warmup", type=non_negative_int, default=1,
@@ -151,7 +155,7 @@ def main(argv):
                     rows.append((f"{budget} tokens: {side} padding{which}, {batching}",
                                  100 * padding["packed"][index], "% packed", batching,
                                  100 * padding[batching][index]))
-        for backend in filter(None, args.backends.split(",")):
+        for backend in args.backends:
             bucketed = BACKEND_BATCHING[backend]
             figures = {batching: measure(backend, pairs, batching, budget, args.steps,
                                          args.warmup, args.hparams)

@@ -82,7 +82,7 @@ def test_tiny_measured_table_and_plot_through_the_command_line(tmp_path, capsys)
 def test_bad_arguments_are_usage_errors(argv, message, capsys):
     with pytest.raises(SystemExit) as exit_info:
         paper.main(argv)
-    assert exit_info.value.code == 2 and message in capsys.readouterr().err
+    assert exit_info.value.code == 1 and message in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("argv, message", [
