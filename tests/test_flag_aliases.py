@@ -51,6 +51,17 @@ def test_every_entry_point_refuses_contradicting_aliases(tmp_path, module, args,
     assert "contradicts" in result.stderr and message in result.stderr, result.stderr
 
 
+@pytest.mark.parametrize("seconds", ["0", "-1"])
+def test_an_alias_holds_its_flags_bounds(seconds):
+    """Not "no server at ...", the answer to --timeout_secs=0 before (the server is never
+    asked)."""
+    result = run_module("t2t_repro.query", "--server=http://127.0.0.1:9", "--model_name=m",
+                        f"--timeout_secs={seconds}", input="x\n")
+    assert result.returncode == 1 and result.stderr.strip() == (
+        f"error: --timeout_secs={float(seconds)} (tensor2tensor's name for --timeout): "
+        f"{float(seconds)} is not number >= 0.001.")
+
+
 def test_avg_checkpoints_takes_num_last_checkpoints_as_n(tmp_path):
     """Agreeing values pass the check and reach the work (here: no checkpoints to average)."""
     result = run_module("t2t_repro.avg_checkpoints", f"--output_dir={tmp_path}",

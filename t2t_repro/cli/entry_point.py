@@ -111,16 +111,22 @@ class FlagAlias(NamedTuple):
 
 
 def apply_flag_aliases(aliases, flag_values=flags.FLAGS):
-    """Copies each alias given on the command line into its canonical flag; raises
-    ConfigurationError when both are given with different meanings."""
+    """Copies each alias given on the command line into its canonical flag, through the
+    canonical flag's parser so that its bounds hold for the alias too; raises
+    ConfigurationError when both are given with different meanings, or the value is out of the
+    canonical flag's bounds."""
     for alias in aliases:
         given = flag_values[alias.name]
         if not given.present:
             continue
         value = alias.convert(given.value)
         canonical = flag_values[alias.canonical]
+        named = f"--{alias.name}={given.value} (tensor2tensor's name for --{alias.canonical}"
         if canonical.present and canonical.value != value:
-            raise ConfigurationError(f"--{alias.name}={given.value} (tensor2tensor's name for "
-                     f"--{alias.canonical}, i.e. --{alias.canonical}={value}) contradicts "
-                     f"--{alias.canonical}={canonical.value}; give only one of them.")
-        canonical.value = value
+            raise ConfigurationError(f"{named}, i.e. --{alias.canonical}={value}) contradicts "
+                                     f"--{alias.canonical}={canonical.value}; give only one of "
+                                     f"them.")
+        try:
+            canonical.value = canonical.parser.parse(value)
+        except ValueError as error:  # absl's parsers report a value out of bounds so
+            raise ConfigurationError(f"{named}): {error}.") from None
