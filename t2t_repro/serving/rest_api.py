@@ -182,6 +182,22 @@ class VersionConvertor(Convertor):
 register_url_convertor("t2t_version", VersionConvertor())
 
 
+class ModelNameConvertor(Convertor):
+    """A model's name in a path: up to the next `/` or `:`, so that `m:predict` is model m's
+    predict method (a GET of it: 405) rather than a model named "m:predict" (404)."""
+
+    regex = "[^/:]+"
+
+    def convert(self, value):
+        return value
+
+    def to_string(self, value):
+        return value
+
+
+register_url_convertor("t2t_model_name", ModelNameConvertor())
+
+
 def _parse_json_object(body):
     if not body:
         raise RequestError("JSON Parse error: The document is empty")
@@ -372,7 +388,8 @@ def create_app(store, options=ServerOptions()):
         await asyncio.to_thread(runner.close)
 
     routes = []
-    for prefix in ("/v1/models/{name}", "/v1/models/{name}/versions/{version:t2t_version}"):
+    for prefix in ("/v1/models/{name:t2t_model_name}",
+                   "/v1/models/{name:t2t_model_name}/versions/{version:t2t_version}"):
         routes += [Route(prefix, model_status, methods=["GET"]),
                    Route(prefix + "/metadata", model_metadata, methods=["GET"]),
                    Route(prefix + ":predict", predict, methods=["POST"])]

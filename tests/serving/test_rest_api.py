@@ -716,6 +716,13 @@ def test_unknown_paths_wrong_methods_and_non_http_get_json_errors(server):
         405, {"error": "Method Not Allowed: POST /v1/models/default"})
     assert send(server, "DELETE", "/v1/models/default/metadata") == (
         405, {"error": "Method Not Allowed: DELETE /v1/models/default/metadata"})
+    # The predict path with another method: 405 as with a version, not "Could not find any
+    # versions of model default:predict".
+    for path in ("/v1/models/default:predict", "/v1/models/default/versions/1:predict"):
+        assert send(server, "GET", path) == (405, {"error": f"Method Not Allowed: GET {path}"})
+    for method, path in (("POST", "/v1/models/default:classify"),
+                         ("GET", "/v1/models/default:predict/metadata")):
+        assert send(server, method, path) == (404, {"error": f"Not Found: {method} {path}"})
     with connect(server, b"NOT HTTP AT ALL\r\n\r\n") as sock:
         data, _ = read_until_closed(sock, 30)
     status, headers, body = http_response(data)
