@@ -11,15 +11,11 @@ import random
 import numpy as np
 import tensorflow as tf
 
+from t2t_repro.data.shard_files import shard_paths
 from t2t_repro.utils.atomic_files import atomic_path
 
 FEATURES = ("inputs", "targets")
 _PARSE_BATCH = 1024  # records read per call: one at a time costs over 0.1 ms of Python each
-
-
-def shard_paths(prefix, num_shards):
-    """`prefix-00000-of-00004.tfrecord`, ... for `num_shards` shards."""
-    return [f"{prefix}-{i:05d}-of-{num_shards:05d}.tfrecord" for i in range(num_shards)]
 
 
 def _serialize(inputs, targets):

@@ -34,6 +34,7 @@ from t2t_repro.data import token_arrays
 from t2t_repro.data.packing import CHUNK_SIZE
 from t2t_repro.data.problem import EVAL, MODES, TRAIN, Problem, ProblemDataError
 from t2t_repro.data.raw_text import MissingRawDataError, RawDataError, reservoir_sample
+from t2t_repro.data.shard_files import shard_paths
 from t2t_repro.data.tensor2tensor_subwords import Tensor2TensorSubwords
 from t2t_repro.data.vocabulary import (MINIMUM_VOCAB_SIZE, MINIMUM_VOCAB_SIZE_NOTE,
                                          SubwordVocabulary, train_vocabulary)
@@ -168,8 +169,6 @@ class TextPairProblem(Problem):
                 f"target_vocabulary.")
 
     def shard_paths(self, mode):
-        from t2t_repro.data import records
-
         splits = self.metadata()["splits"]
         if mode not in splits:
             raise ProblemDataError(
@@ -177,7 +176,7 @@ class TextPairProblem(Problem):
                 f"examples (an imported model's data folder): generate the data to train on "
                 f"into another --data_dir with datagen, encoded with these vocabularies "
                 f"(docs/importing.md).")
-        paths = records.shard_paths(self._path(f"-{mode}"), splits[mode]["shards"])
+        paths = shard_paths(self._path(f"-{mode}"), splits[mode]["shards"])
         self._check_written(paths, f"the {mode} examples")
         return paths
 
