@@ -19,7 +19,8 @@ import os
 from t2t_repro.data.cleaning import CleanedPairs, CleaningRules
 from t2t_repro.data.problem import EVAL, TRAIN, ProblemDataError
 from t2t_repro.data.raw_text import ParallelReader, RawDataError
-from t2t_repro.data.text_problem import SENTENCEPIECE, TENSOR2TENSOR_SUBWORDS, VOCABULARY_CLASSES
+from t2t_repro.data.text_problem import (SENTENCEPIECE, SOURCE, TARGET, TENSOR2TENSOR_SUBWORDS,
+                                         VOCABULARY_CLASSES)
 from t2t_repro.data.translation import TranslateProblem
 from t2t_repro.data.vocabulary import (MINIMUM_VOCAB_SIZE, MINIMUM_VOCAB_SIZE_NOTE,
                                          VocabularyError)
@@ -34,6 +35,8 @@ REQUIRED_HPARAMS = (*FILE_HPARAMS[TRAIN], *FILE_HPARAMS[EVAL], "source_language"
                     "target_language")
 # The data hparams naming given SentencePiece models: one shared, or one per side.
 GIVEN_VOCABULARY_HPARAMS = ("vocabulary", "source_vocabulary", "target_vocabulary")
+# The data hparams sizing the vocabularies trained here: the shared one, or each side's.
+SIZE_HPARAMS = ("vocab_size", "source_vocab_size", "target_vocab_size")
 
 
 def matched_files(name, pattern):
@@ -175,9 +178,27 @@ class TranslateTextFiles(TranslateProblem):
                 f"{str(self.shared_vocabulary).lower()}; {layout}.")
         return expected
 
+    def _check_sizes_apply(self):
+        """ProblemDataError for a size hparam given for vocabularies that are all given rather
+        than trained here: it would size nothing."""
+        given = {side: getattr(self.data_hparams, self._given_vocabulary_hparam(side))
+                 for side in (SOURCE, TARGET)}
+        for name in SIZE_HPARAMS:
+            sized = [side for side in given if self.vocab_size_hparam(side) == name]
+            if name in self.explicit_data_hparams and sized and all(given[s] for s in sized):
+                models = list(dict.fromkeys(
+                    f"{self._given_vocabulary_hparam(side)}={given[side]}" for side in sized))
+                are_given = ("is given, with its own size" if len(models) == 1 else
+                             "are given, with their own sizes")
+                raise ProblemDataError(
+                    f"{self.name}: {name}={getattr(self.data_hparams, name)} sizes a vocabulary "
+                    f"trained here, but {' and '.join(models)} {are_given}; drop {name}.")
+
     def _generate_vocabularies(self, train_pairs):
         """As every problem's, after checking that a given tensor2tensor vocabulary is not
-        paired with a SentencePiece one: the data records one format for both sides."""
+        paired with a SentencePiece one (the data records one format for both sides), and that
+        no size is asked of a given vocabulary."""
+        self._check_sizes_apply()
         if not self.shared_vocabulary:
             given = {name: getattr(self.data_hparams, name)
                      for name in ("source_vocabulary", "target_vocabulary")}

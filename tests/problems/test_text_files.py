@@ -42,6 +42,11 @@ def data_hparams(folder, *extra, train="part-*"):
     return ",".join([files, "source_language=de,target_language=en", SMALL, *extra])
 
 
+def dropped(hparams, *names):
+    """The --data_hparams string `hparams` without the items named `names`."""
+    return ",".join(item for item in hparams.split(",") if item.partition("=")[0] not in names)
+
+
 def datagen(data_dir, hparams):
     return run_module("t2t_repro.datagen", "--problem=translate_text_files",
                       f"--data_dir={data_dir}", f"--data_hparams={hparams}")
@@ -213,8 +218,8 @@ def check_fine_tuning_source(checkpoint, data_dir):
 def test_fine_tuning_on_another_corpus_encoded_with_the_runs_vocabulary(deen_run, corpus,
                                                                        tmp_path):
     vocabulary = deen_run["data"] / "translate_text_files.spm.model"
-    generated = datagen(tmp_path / "data", data_hparams(corpus, f"vocabulary={vocabulary}",
-                                                        train="part-2"))
+    generated = datagen(tmp_path / "data", dropped(data_hparams(
+        corpus, f"vocabulary={vocabulary}", train="part-2"), "vocab_size"))
     assert generated.returncode == 0, generated.stderr
     assert (tmp_path / "data" / "translate_text_files.spm.model").read_bytes() == \
         vocabulary.read_bytes()
@@ -262,7 +267,8 @@ def test_another_vocabulary_is_an_error_naming_both_files(deen_run, corpus, tmp_
 
 def test_a_vocabulary_that_is_no_sentencepiece_model_is_an_error_naming_it(corpus, tmp_path):
     not_a_model = write_lines(tmp_path / "vocab.txt", ["a", "b"])
-    result = datagen(tmp_path / "data", data_hparams(corpus, f"vocabulary={not_a_model}"))
+    result = datagen(tmp_path / "data", dropped(data_hparams(corpus, f"vocabulary={not_a_model}"),
+                                                "vocab_size"))
     assert f"vocabulary={not_a_model} is not a SentencePiece model" in one_line_error(result)
 
 
@@ -452,9 +458,9 @@ def test_the_ctranslate2_conversion_decodes_as_our_search_id_for_id(separate_run
 
 def test_warm_starting_from_another_target_vocabulary_is_an_error_naming_both(separate_run,
                                                                              corpus, tmp_path):
-    hparams = data_hparams(corpus, SEPARATE, f"source_vocabulary={separate_run['source']}",
-                           train="part-2").replace(f"target_vocab_size={TARGET_PIECES}",
-                                                   "target_vocab_size=330")
+    hparams = dropped(data_hparams(corpus, SEPARATE, f"source_vocabulary={separate_run['source']}",
+                                   train="part-2"), "vocab_size", "source_vocab_size").replace(
+        f"target_vocab_size={TARGET_PIECES}", "target_vocab_size=330")
     generated = datagen(tmp_path / "data", hparams)
     assert generated.returncode == 0, generated.stderr
     assert (tmp_path / "data" / "translate_text_files.source.spm.model").read_bytes() == \
@@ -466,8 +472,9 @@ def test_warm_starting_from_another_target_vocabulary_is_an_error_naming_both(se
 
 
 def test_fine_tuning_with_both_vocabularies_given(separate_run, corpus, tmp_path):
-    hparams = data_hparams(corpus, SEPARATE, f"source_vocabulary={separate_run['source']}",
-                           f"target_vocabulary={separate_run['target']}", train="part-2")
+    hparams = dropped(data_hparams(corpus, SEPARATE, f"source_vocabulary={separate_run['source']}",
+                                   f"target_vocabulary={separate_run['target']}", train="part-2"),
+                      "vocab_size", "source_vocab_size", "target_vocab_size")
     generated = datagen(tmp_path / "data", hparams)
     assert generated.returncode == 0, generated.stderr
     tuned = fine_tune(separate_run, tmp_path / "data", tmp_path / "run")
@@ -477,6 +484,28 @@ def test_fine_tuning_with_both_vocabularies_given(separate_run, corpus, tmp_path
     # the separate vocabularies made separate, and --hparams_set's are compared as adapted.
     check_fine_tuning_source(copied_out(separate_run["run"] / "ckpt-30.weights.h5",
                                         tmp_path / "copied"), tmp_path / "data")
+
+
+def test_a_size_asked_of_given_vocabularies_is_an_error_naming_them(deen_run, separate_run,
+                                                                     corpus, tmp_path):
+    """The given model keeps its own size: vocab_size=500 beside vocabulary= was ignored while
+    datagen.json recorded it. A size still used by a side trained here is no error."""
+    shared = deen_run["data"] / "translate_text_files.spm.model"
+    source, target = separate_run["source"], separate_run["target"]
+    for extra, named in [
+        ((f"vocabulary={shared}",), f"vocab_size=500 sizes a vocabulary trained here, but "
+                                    f"vocabulary={shared} is given, with its own size"),
+        ((SEPARATE, f"source_vocabulary={source}"),
+         f"source_vocab_size={SOURCE_PIECES} sizes a vocabulary trained here, but "
+         f"source_vocabulary={source} is given, with its own size"),
+        (("shared_vocabulary=false", f"source_vocabulary={source}",
+          f"target_vocabulary={target}"),
+         f"vocab_size=500 sizes a vocabulary trained here, but source_vocabulary={source} and "
+         f"target_vocabulary={target} are given, with their own sizes"),
+    ]:
+        line = one_line_error(datagen(tmp_path / "data", data_hparams(corpus, *extra)))
+        assert line == f"error: translate_text_files: {named}; drop {named.partition('=')[0]}."
+        assert not (tmp_path / "data").exists()
 
 
 def test_a_shared_vocabulary_hparam_with_separate_vocabularies_is_an_error(corpus, tmp_path):
