@@ -49,6 +49,9 @@ def stop_inside_checkpoint_write():
 
 
 if __name__ == "__main__":
+    # Ctrl-C raises KeyboardInterrupt, as in a terminal, also where the tests run as a
+    # background job, whose processes start with SIGINT ignored.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     if "T2T_TEST_STOP_AFTER_STEP" in os.environ:
         stop_after_steps({int(step) for step in os.environ["T2T_TEST_STOP_AFTER_STEP"].split(",")})
     if os.environ.get("T2T_TEST_STOP_IN_CHECKPOINT_WRITE") == "1":
