@@ -155,3 +155,23 @@ def test_the_jax_training_benchmark_refuses_a_dtype_its_peer_lacks(capsys):
     assert usage_error_of(train_jax.main, ["--dtypes=float32,mixed_float16"], capsys) == (
         "error: python -m t2t_repro.bench train --backend=jax: argument --dtypes: must be one "
         "of float32, mixed_bfloat16, got 'mixed_float16' (--help lists the flags)\n")
+
+
+def test_a_data_root_without_the_shared_data_is_an_error_naming_the_file_wanted(tmp_path):
+    """Not "[Errno 2] No such file or directory" (bench train, bench packing)."""
+    from t2t_repro.bench.newstest import newstest2014
+    from t2t_repro.errors import ConfigurationError
+
+    with pytest.raises(ConfigurationError) as error:
+        newstest2014(str(tmp_path), "en")
+    assert str(error.value) == (f"{tmp_path}/wmt14_ende/newstest2014.en not found; point "
+                                f"--data_root at the shared data.")
+
+
+def test_the_serving_benchmark_names_a_missing_export_before_its_sentences(tmp_path):
+    from t2t_repro.bench import serve
+    from t2t_repro.errors import ConfigurationError
+
+    with pytest.raises(ConfigurationError, match=rf"^--export_dir={tmp_path}/none is not a "
+                                                 rf"folder; export a run first"):
+        serve.main([f"--export_dir={tmp_path}/none", f"--sentences_file={tmp_path}/none.txt"])

@@ -3,7 +3,7 @@ and newstest2014 sentences."""
 
 import os
 
-from t2t_repro.bench.pipeline import multi30k_tmp_dir
+from t2t_repro.bench.pipeline import multi30k_tmp_dir, shared_data_file
 from t2t_repro.names import EOS_ID
 
 VOCAB_SIZE = 37000
@@ -43,7 +43,7 @@ def encode_with_shared_vocabulary(data_root, work_dir, lines):
 
 def newstest2014(data_root, language, count=None):
     """The first `count` (default: all) lines of newstest2014 in `language` ("en", "de")."""
-    with open(os.path.join(data_root, "wmt14_ende", f"newstest2014.{language}"),
+    with open(shared_data_file(data_root, "wmt14_ende", f"newstest2014.{language}"),
               encoding="utf-8") as f:
         lines = [line.rstrip("\n") for line in f]
     return lines[:count]

@@ -27,12 +27,22 @@ import time
 from t2t_repro.bench.arguments import positive_int
 from t2t_repro.bench.peak_memory import peak_bytes, reset_peak
 from t2t_repro.cli.one_line_parser import OneLineErrorParser
+from t2t_repro.errors import ConfigurationError
 
 DEFAULT_DATA_ROOT = os.environ.get(
     "T2T_TEST_DATA", os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared", "data")
 )
 GOAL_PAIRS_PER_SECOND = 20000
 GOAL_TIMES_TRAINING = 10
+
+
+def shared_data_file(data_root, *parts):
+    """The absolute path of a file of the shared data under `data_root`; ConfigurationError
+    naming it when it is not there."""
+    path = os.path.abspath(os.path.join(data_root, *parts))
+    if not os.path.exists(path):
+        raise ConfigurationError(f"{path} not found; point --data_root at the shared data.")
+    return path
 
 
 def multi30k_tmp_dir(data_root, directory):
@@ -43,10 +53,7 @@ def multi30k_tmp_dir(data_root, directory):
         "newstest2013.de": ("wmt14_ende", "newstest2013.de"),
     }
     for name, parts in sources.items():
-        target = os.path.abspath(os.path.join(data_root, *parts))
-        if not os.path.exists(target):
-            raise SystemExit(f"error: {target} not found; point --data_root at the shared data.")
-        os.symlink(target, os.path.join(directory, name))
+        os.symlink(shared_data_file(data_root, *parts), os.path.join(directory, name))
     return directory
 
 

@@ -164,6 +164,9 @@ def main(argv):
     parser.add_argument("--batch_timeout_micros", type=non_negative_int,
                         help="passed to the server when given (default: the server's)")
     args = parser.parse_args(argv)
+    if not os.path.isdir(args.export_dir):
+        raise ConfigurationError(f"--export_dir={args.export_dir} is not a folder; export a run "
+                                 f"first (python -m t2t_repro.exporter --output_dir=RUN).")
     sentences = [line for line in read_lines(args.sentences_file, "--sentences_file")
                  if line.strip()]
     if not sentences:
