@@ -218,13 +218,13 @@ class TextPairProblem(Problem):
         wrote them, but something removed them since."""
         missing = [path for path in paths if not os.path.exists(path)]
         if missing:
-            files = (missing[0] if len(missing) == 1 else
-                     f"{missing[0]} and {len(missing) - 1} more of its files")
+            files, are, them = ((f"{missing[0]} ({what})", "is", "it") if len(missing) == 1 else
+                                (f"{missing[0]} and {len(missing) - 1} more ({what})", "are",
+                                 "them"))
             raise ProblemDataError(
-                f"the {self.data_name} data in {self.data_dir} is incomplete: {files} ({what}) "
-                f"went missing after datagen wrote it. Restore it from a copy, or generate the "
+                f"the {self.data_name} data in {self.data_dir} is incomplete: {files} {are} "
+                f"gone since datagen wrote {them}. Restore {them} from a copy, or generate the "
                 f"data again into a new --data_dir.")
-
 
     def _adopt_data_hparams(self, generated):
         conflicts = [

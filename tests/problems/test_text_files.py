@@ -114,21 +114,31 @@ def train_briefly(data_dir, output_dir):
                       "--hparams_set=transformer_tiny", "--train_steps=1")
 
 
-@pytest.mark.parametrize("name, what", [
-    ("translate_text_files-train-00001-of-00002.tfrecord", "the train examples"),
-    ("translate_text_files-eval-00000-of-00001.tfrecord", "the eval examples"),
-    ("translate_text_files.spm.model", "the vocabulary"),
+SHARDS = [f"translate_text_files-train-0000{index}-of-00002.tfrecord" for index in (0, 1)]
+
+
+@pytest.mark.parametrize("names, gone", [
+    (SHARDS[1:], "{data}/" + SHARDS[1] + " (the train examples) is gone since datagen wrote it. "
+                 "Restore it"),
+    (SHARDS, "{data}/" + SHARDS[0] + " and 1 more (the train examples) are gone since datagen "
+             "wrote them. Restore them"),
+    (["translate_text_files-eval-00000-of-00001.tfrecord"],
+     "{data}/translate_text_files-eval-00000-of-00001.tfrecord (the eval examples) is gone since "
+     "datagen wrote it. Restore it"),
+    (["translate_text_files.spm.model"], "{data}/translate_text_files.spm.model (the vocabulary) "
+                                         "is gone since datagen wrote it. Restore it"),
 ])
-def test_a_data_file_gone_after_datagen_is_an_error_naming_it(deen_run, corpus, tmp_path, name,
-                                                              what):
+def test_a_data_file_gone_after_datagen_is_an_error_naming_it(deen_run, corpus, tmp_path, names,
+                                                              gone):
     """datagen said "nothing to do" over the gap and the trainer stopped in TensorFlow's
     NotFoundError traceback (or, without the vocabulary, "[Errno 2] No such file")."""
     data = tmp_path / "data"
     shutil.copytree(deen_run["data"], data)
-    (data / name).unlink()
-    expected = (f"error: the translate_text_files data in {data} is incomplete: {data / name} "
-                f"({what}) went missing after datagen wrote it. Restore it from a copy, or "
-                f"generate the data again into a new --data_dir.")
+    for name in names:
+        (data / name).unlink()
+    expected = (f"error: the translate_text_files data in {data} is incomplete: "
+                f"{gone.format(data=data)} from a copy, or generate the data again into a new "
+                f"--data_dir.")
     assert one_line_error(datagen(data, data_hparams(corpus))) == expected
     assert one_line_error(train_briefly(data, tmp_path / "run")) == expected
     assert not (tmp_path / "run").exists()
