@@ -128,5 +128,5 @@ def apply_flag_aliases(aliases, flag_values=flags.FLAGS):
                                      f"them.")
         try:
             canonical.value = canonical.parser.parse(value)
-        except ValueError as error:  # absl's parsers report a value out of bounds so
+        except ValueError as error:  # absl's parsers: a value out of the flag's bounds
             raise ConfigurationError(f"{named}): {error}.") from None

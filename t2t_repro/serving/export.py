@@ -19,6 +19,7 @@ whitespace-only inputs give an empty output and score 0.
 
 import json
 import os
+import re
 import time
 
 import tensorflow as tf
@@ -148,7 +149,8 @@ def check_export_format(export_dir, export_format, hint):
     the folder to use instead."""
     if not os.path.isdir(export_dir):
         return
-    for version in sorted(filter(str.isdigit, os.listdir(export_dir)), key=int):
+    versions = [name for name in os.listdir(export_dir) if re.fullmatch("[0-9]+", name)]
+    for version in sorted(versions, key=int):
         for other, model_file in EXPORT_FORMAT_FILES.items():
             found = os.path.join(export_dir, version, model_file)
             if other != export_format and os.path.exists(found):
