@@ -121,12 +121,7 @@ class Aligner:
         self.heads = decode_hparams.alignment_heads
         self.pieces = None
         if decode_hparams.alignment_unit == "word":
-            vocabulary = getattr(problem, "vocabulary", None)
-            if vocabulary is None or not hasattr(vocabulary, "all_pieces"):
-                raise ConfigurationError(
-                    f"decode hparam alignment_unit=word needs a SentencePiece vocabulary, and "
-                    f"problem {problem.name} has none; use alignment_unit=piece.")
-            self.pieces = vocabulary.all_pieces()
+            self.pieces = {side: _side_pieces(problem, side) for side in ("source", "target")}
 
     def __call__(self, source_id_lists, outputs, batch_size=32):
         """Each source's Pharaoh line for its output ids (the decoded hypothesis, EOS and
@@ -147,10 +142,21 @@ class Aligner:
             return ""
         pairs = [(int(argmax[j]), j) for j in range(len(target))]
         if self.pieces is not None:
-            source_words = word_indices([self.pieces[i] for i in source])
-            target_words = word_indices([self.pieces[i] for i in target])
+            source_words = word_indices([self.pieces["source"][i] for i in source])
+            target_words = word_indices([self.pieces["target"][i] for i in target])
             pairs = [(source_words[i], target_words[j]) for i, j in pairs]
         return pharaoh(pairs)
+
+
+def _side_pieces(problem, side):
+    """The pieces of the `side`'s SentencePiece vocabulary ("source" or "target"): the two
+    differ on a problem with separate vocabularies."""
+    vocabulary = getattr(problem, f"{side}_vocabulary", None)
+    if not hasattr(vocabulary, "all_pieces"):
+        raise ConfigurationError(
+            f"decode hparam alignment_unit=word needs SentencePiece vocabularies, and problem "
+            f"{problem.name} has no {side} one; use alignment_unit=piece.")
+    return vocabulary.all_pieces()
 
 
 def _padded(id_lists):

@@ -22,29 +22,81 @@ def test_pharaoh_writes_each_pair_once_by_source_then_target():
     assert alignments.pharaoh([]) == ""
 
 
-def test_argmax_leaves_out_the_source_eos_and_padding():
-    """A model stand-in whose last layer's attention is given: the argmax skips EOS (id 1)
-    and padding however much weight they hold, and averages the first `heads` heads."""
+class AttentionModel:
+    """A model stand-in of one decoder layer whose cross-attention is `cross`
+    ([batch, heads, target, source])."""
 
     class Layer:
         name = "decoder_layer"
 
-    class Model:
-        decoder_layers = [Layer()]
+    decoder_layers = [Layer()]
 
-        def encode(self, inputs, training=False):
-            return None, None
+    def __init__(self, cross):
+        self.cross = np.asarray(cross, np.float32)
+        self.hparams = HParams(num_heads=self.cross.shape[1])
 
-        def decode(self, inputs, memory, mask, training=False, attention_scores=None):
-            # [batch 1, heads 2, target 2, source 4]: source "5 6 EOS pad".
-            attention_scores["decoder_layer"] = {"cross": np.array([[
-                [[0.1, 0.2, 0.6, 0.1], [0.3, 0.1, 0.6, 0.0]],
-                [[0.0, 0.3, 0.7, 0.0], [0.0, 0.5, 0.5, 0.0]],
-            ]], np.float32)}
+    def encode(self, inputs, training=False):
+        return None, None
 
+    def decode(self, inputs, memory, mask, training=False, attention_scores=None):
+        attention_scores["decoder_layer"] = {"cross": self.cross}
+
+
+def test_argmax_leaves_out_the_source_eos_and_padding():
+    """The argmax skips EOS (id 1) and padding however much weight they hold, and averages the
+    first `heads` heads."""
+    # [batch 1, heads 2, target 2, source 4]: source "5 6 EOS pad".
+    model = AttentionModel([[
+        [[0.1, 0.2, 0.6, 0.1], [0.3, 0.1, 0.6, 0.0]],
+        [[0.0, 0.3, 0.7, 0.0], [0.0, 0.5, 0.5, 0.0]],
+    ]])
     sources, targets = np.array([[5, 6, 1, 0]]), np.array([[7, 1]])
-    assert alignments.attention_argmax(Model(), sources, targets).tolist() == [[1, 1]]
-    assert alignments.attention_argmax(Model(), sources, targets, heads=1).tolist() == [[1, 0]]
+    assert alignments.attention_argmax(model, sources, targets).tolist() == [[1, 1]]
+    assert alignments.attention_argmax(model, sources, targets, heads=1).tolist() == [[1, 0]]
+
+
+class Pieces:
+    def __init__(self, pieces):
+        self.pieces = ["<pad>", "</s>", "<unk>"] + pieces
+
+    def all_pieces(self):
+        return self.pieces
+
+
+class SeparateVocabularies:
+    """A problem stand-in whose two sides' vocabularies give ids 3 to 5 different pieces."""
+
+    name = "separate"
+    source_vocabulary = Pieces(["▁The", "house", "▁red"])  # words 0 0 1
+    target_vocabulary = Pieces(["▁Das", "▁rote", "Haus"])  # words 0 1 1
+
+
+def test_words_of_each_side_come_from_that_sides_vocabulary():
+    """Hand-worked: target pieces 0, 1, 2 attend most to source pieces 0, 2, 1; through each
+    side's own word starts the pairs are 0-0, 1-1, 0-1 (the source's pieces would give "0-0
+    0-1 1-0", the target's "0-0 1-1")."""
+    one_hot = np.eye(4, dtype=np.float32)
+    model = AttentionModel([[one_hot[[0, 2, 1, 3]]]])  # [1, 1 head, target 4, source 4]
+    sources, outputs = [[3, 4, 5, 1]], [[3, 4, 5, 1]]
+    asked = alignments.add_alignment_hparams(HParams()).override_from_string(
+        "return_alignments=true")
+    problem = SeparateVocabularies()
+    assert alignments.Aligner(model, problem, asked)(sources, outputs) == ["0-0 1-2 2-1"]
+    asked.alignment_unit = "word"
+    assert alignments.Aligner(model, problem, asked)(sources, outputs) == ["0-0 0-1 1-1"]
+
+
+def test_word_alignments_of_a_problem_without_pieces_are_an_error_naming_the_side():
+    class NoTargetPieces(SeparateVocabularies):
+        target_vocabulary = None
+
+    asked = alignments.add_alignment_hparams(HParams()).override_from_string(
+        "return_alignments=true,alignment_unit=word")
+    with pytest.raises(ConfigurationError, match="^decode hparam alignment_unit=word needs "
+                                                 "SentencePiece vocabularies, and problem "
+                                                 "separate has no target one; use "
+                                                 "alignment_unit=piece.$"):
+        alignments.Aligner(AttentionModel(np.zeros((1, 1, 1, 1))), NoTargetPieces(), asked)
 
 
 @pytest.mark.parametrize("setting, named", [

@@ -210,6 +210,36 @@ def test_teacher_forced_log_probabilities_equal_ctranslate2s(imported, multi30k)
     print(f"largest teacher-forced log-probability difference: {largest:.2e}")
 
 
+def test_word_alignments_merge_each_sides_pieces_by_its_own_vocabulary(opus_mt_imported,
+                                                                       multi30k):
+    """The imported run has a SentencePiece model per side (over one joint list of pieces): a
+    word alignment is its piece alignment with the source ids read in the source vocabulary and
+    the target ids in the target one. (Sides with different pieces: test_alignments.py.)"""
+    from t2t_repro.decoding.alignments import Aligner, add_alignment_hparams, word_indices
+    from t2t_repro.hparams import HParams
+
+    problem = opus_mt_imported["problem"]
+    assert not problem.shared_vocabulary
+    source_pieces = problem.source_vocabulary.all_pieces()
+    target_pieces = problem.target_vocabulary.all_pieces()
+    texts = multi30k["test.de"][:4]
+    outputs, _ = search(opus_mt_imported, texts, beam_size=1)
+    sources = [problem.encode(text) for text in texts]
+    lines = {}
+    for unit in ("piece", "word"):
+        asked = add_alignment_hparams(HParams()).override_from_string(
+            f"return_alignments=true,alignment_unit={unit}")
+        lines[unit] = Aligner(opus_mt_imported["model"], problem, asked)(sources, outputs)
+    for source, output, piece_line, word_line in zip(sources, outputs, lines["piece"],
+                                                     lines["word"], strict=True):
+        source_words = word_indices([source_pieces[i] for i in source[:-1]])
+        target_words = word_indices([target_pieces[i] for i in output])
+        pairs = [tuple(map(int, pair.split("-"))) for pair in piece_line.split()]
+        assert sorted(j for _, j in pairs) == list(range(len(output)))
+        expected = sorted({(source_words[i], target_words[j]) for i, j in pairs})
+        assert word_line == " ".join(f"{i}-{j}" for i, j in expected)
+
+
 def test_the_export_answers_as_the_decoder_and_the_run_fine_tunes(opus_mt_imported, multi30k,
                                                                    tmp_path):
     """On the OPUS-MT folder's model alone: exporting and training cost seconds."""
