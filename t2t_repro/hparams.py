@@ -8,6 +8,7 @@ run can be reloaded from `output_dir/hparams.json`.
 
 import difflib
 import json
+import math
 import os
 
 from t2t_repro.utils.atomic_files import write_text_atomically
@@ -72,13 +73,14 @@ def _parse_value(key, text, expected_type, kind="hparam"):
     if expected_type is str:
         return text
     try:
-        if expected_type is int:
-            return int(text)
-        return float(text)
+        value = int(text) if expected_type is int else float(text)
     except ValueError:
         raise HParamsError(
             f"{kind} '{key}' expects {expected_type.__name__}, got '{text}'."
         ) from None
+    if not math.isfinite(value):
+        raise HParamsError(f"{kind} '{key}' expects a finite number, got '{text}'.")
+    return value
 
 
 def _unknown_hparam_message(key, names, kind="hparam"):

@@ -414,6 +414,8 @@ def test_an_input_file_that_cannot_be_read_is_a_one_line_error_naming_its_flag(
     ("beam_size=4,alpha=-0.5", "decode hparam alpha=-0.5 must be at least 0 (0: no length "
                                "penalty)."),
     ("batch_size=0", "decode hparam batch_size=0 must be at least 1 sentence."),
+    ("beam_size=4,extra_length=-3", "decode hparam extra_length=-3 must be at least 0 (0: "
+                                    "outputs at most the source's length)."),
 ])
 def test_decode_hparams_no_search_runs_with_are_a_one_line_error(reverse_run, tmp_path,
                                                                  overrides, message):

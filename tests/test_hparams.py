@@ -60,6 +60,14 @@ def test_bad_overrides_are_errors_naming_the_key(overrides, key):
         typed().override_from_string(overrides)
 
 
+@pytest.mark.parametrize("text", ["inf", "-inf", "Infinity", "nan"])
+def test_a_number_that_is_not_finite_is_an_error_naming_the_key(text):
+    """No hparam means anything at infinity (a length penalty of inf drowns every score)."""
+    with pytest.raises(HParamsError, match=f"^hparam 'rate' expects a finite number, got "
+                                           f"'{text}'.$"):
+        typed().override_from_string(f"rate={text}")
+
+
 def test_failed_override_string_changes_nothing():
     hp = typed()
     with pytest.raises(HParamsError):

@@ -75,6 +75,7 @@ def check_alignments_asked(hparams):
 # The values a search runs with (`hparams.check_ranges`); the sampling ones are `Sampler`'s.
 SEARCH_RANGES = {"beam_size": at_least(1, " (1: greedy)"),
                  "alpha": at_least(0, " (0: no length penalty)"),
+                 "extra_length": at_least(0, " (0: outputs at most the source's length)"),
                  "batch_size": at_least(1, " sentence")}
 
 
