@@ -40,6 +40,7 @@ from t2t_repro.cli import seed_flag  # noqa: E402,F401 (--random_seed)
 from t2t_repro.decoding import file_decoding  # noqa: E402
 from t2t_repro.decoding.precision import model_in_precision  # noqa: E402
 from t2t_repro.errors import ConfigurationError  # noqa: E402
+from t2t_repro.utils.out_of_memory import advice_when_out_of_memory  # noqa: E402
 
 FLAGS = flags.FLAGS
 
@@ -82,8 +83,11 @@ def score(problem, decode_hparams):
     file_scoring.check_pair_lengths(model, pairs, FLAGS.score_file,
                                     input_limit(model, FLAGS.max_input_tokens))
     print(f"Scoring with {checkpoint}, in {FLAGS.decode_precision}.", file=sys.stderr)
-    file_scoring.score_file(Scorer(model), pairs, decode_hparams.batch_size,
-                            output_path=FLAGS.decode_to_file)
+    with advice_when_out_of_memory(
+            "scoring", f"lower batch_size in --decode_hparams (now {decode_hparams.batch_size} "
+            f"pairs)."):
+        file_scoring.score_file(Scorer(model), pairs, decode_hparams.batch_size,
+                                output_path=FLAGS.decode_to_file)
 
 
 def check_decode_to_file(problem):
@@ -135,13 +139,17 @@ def run():
           f"alpha={decode_hparams.alpha}, extra_length={decode_hparams.extra_length}"
           f"{file_decoding.sampling_note(decode_hparams)}, in {FLAGS.decode_precision}.",
           file=sys.stderr)
-    if sources is not None:
-        file_decoding.decode_file(problem, search, decode_hparams, *sources,
-                                  output_path=FLAGS.decode_to_file, aligner=aligner,
-                                  prefix_lists=prefixes)
-    else:
-        file_decoding.decode_interactively(problem, search, decode_hparams, max_input_tokens,
-                                           aligner=aligner)
+    with advice_when_out_of_memory(
+            "decoding", f"lower beam_size (now {decode_hparams.beam_size}), batch_size (now "
+            f"{decode_hparams.batch_size} sentences) or extra_length (now "
+            f"{decode_hparams.extra_length} tokens) in --decode_hparams."):
+        if sources is not None:
+            file_decoding.decode_file(problem, search, decode_hparams, *sources,
+                                      output_path=FLAGS.decode_to_file, aligner=aligner,
+                                      prefix_lists=prefixes)
+        else:
+            file_decoding.decode_interactively(problem, search, decode_hparams,
+                                               max_input_tokens, aligner=aligner)
 
 
 def main(argv):

@@ -31,6 +31,7 @@ from t2t_repro.cli.entry_point import FlagAlias, apply_flag_aliases, check_usage
 from t2t_repro.errors import ConfigurationError, UserError  # noqa: E402
 from t2t_repro.training import run_records  # noqa: E402
 from t2t_repro.training.strategy_names import STRATEGIES, WorkerFailureError  # noqa: E402
+from t2t_repro.utils import out_of_memory  # noqa: E402
 from t2t_repro.names import FLAGS_FILENAME, PATH_FLAGS  # noqa: E402
 
 FLAGS = flags.FLAGS
@@ -331,6 +332,12 @@ def main(argv):
     except Exception as error:
         if FLAGS.strategy == "multi_worker":
             exit_if_worker_failed(error)
+        if out_of_memory.is_out_of_memory(error):
+            raise out_of_memory.OutOfMemoryError(
+                f"training ran out of memory ({out_of_memory.allocation(error)}): lower "
+                f"batch_size in --hparams (the tokens of a batch; gradient_accumulation_steps=K "
+                f"keeps the tokens of a step), or, where an evaluation's decoding ran out, "
+                f"batch_size or beam_size in --decode_hparams; {resume_line()}") from None
         raise
 
 

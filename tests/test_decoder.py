@@ -134,6 +134,28 @@ def test_no_checkpoint_is_a_clear_error(ende_data_dir, trained_run, test_files, 
             f"first, or name a checkpoint file or a folder holding one." in result.stderr)
 
 
+def test_a_search_out_of_memory_is_one_line_naming_the_settings_to_lower(
+        ende_data_dir, trained_run, test_files, tmp_path, monkeypatch):
+    """The search asks TensorFlow for more bytes than a process can address (a real allocation
+    failure, at once on any machine); nothing is written."""
+    import tensorflow as tf
+
+    from t2t_repro.decoding.transformer_search import TransformerBeamSearch
+
+    monkeypatch.setattr(TransformerBeamSearch, "__call__",
+                        lambda self, *args, **kwargs: tf.zeros([2**48]))
+    output = tmp_path / "out.de"
+    result = run_decoder(ende_data_dir, trained_run, f"--decode_from_file={test_files['en']}",
+                         f"--decode_to_file={output}",
+                         "--decode_hparams=beam_size=3,extra_length=7,batch_size=4")
+    assert result.returncode == 1
+    assert result.stderr.splitlines()[-1] == (
+        f"error: decoding ran out of memory (OOM when allocating tensor with shape[{2**48}]); "
+        f"lower beam_size (now 3), batch_size (now 4 sentences) or extra_length (now 7 tokens) "
+        f"in --decode_hparams.")
+    assert not output.exists()
+
+
 def test_bad_decode_hparams_name_the_setting(ende_data_dir, trained_run, test_files):
     result = run_module("t2t_repro.decoder", "--problem=translate_ende",
                         f"--data_dir={ende_data_dir}", f"--output_dir={trained_run}",

@@ -180,6 +180,36 @@ def test_training_killed_with_sigkill_resumes_from_its_last_checkpoint(tmp_path)
     assert (output_dir / f"ckpt-{saved_steps[-1] + 2}.weights.h5").exists()
 
 
+def test_a_run_out_of_memory_says_what_to_lower_and_its_folder_takes_a_smaller_batch(
+        tmp_path, monkeypatch):
+    """The first step's memory cannot be had (NumPy asks for more bytes than a process can
+    address: a real allocation failure, at once on any machine): one line says what to lower,
+    and the same folder, which holds no checkpoint, then trains with a smaller batch."""
+    import numpy as np
+
+    output_dir = tmp_path / "run"
+    hparams = "--hparams=batch_size=256,max_length=24,num_hidden_layers=1"
+    with monkeypatch.context() as patched:
+        patched.setattr(checkpoints, "CheckpointSchedule",
+                        lambda *args, **kwargs: np.zeros(2**48, np.float32))
+        failed = run_trainer(*TINY_RUN, hparams, f"--output_dir={output_dir}",
+                             "--train_steps=2")
+    assert failed.returncode == 1
+    assert failed.stderr.splitlines()[-1] == (
+        f"error: training ran out of memory (Unable to allocate 1.00 PiB for an array with "
+        f"shape ({2**48},) and data type float32): lower batch_size in --hparams (the tokens of "
+        f"a batch; gradient_accumulation_steps=K keeps the tokens of a step), or, where an "
+        f"evaluation's decoding ran out, batch_size or beam_size in --decode_hparams; no "
+        f"checkpoint was written yet; the same command starts the run again.")
+    assert json.loads((output_dir / "hparams.json").read_text())["batch_size"] == 256
+
+    smaller = run_trainer(*TINY_RUN, hparams.replace("256", "128"), f"--output_dir={output_dir}",
+                          "--train_steps=2")
+    assert smaller.returncode == 0, smaller.stderr
+    assert json.loads((output_dir / "hparams.json").read_text())["batch_size"] == 128
+    assert [step for step, _ in checkpoints.list_checkpoints(output_dir)] == [2]
+
+
 USR_PROBLEM = '''
 from problems.algorithmic import AlgorithmicProblem
 from t2t_repro.data.problem import EVAL, TRAIN

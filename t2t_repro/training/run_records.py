@@ -33,11 +33,14 @@ def unresolvable_error(run_dir, name, recorded, remedy):
 
 def check_saved_hparams(run_dir, hparams):
     """ConfigurationError naming the hparams that differ when `run_dir` holds a run trained with
-    others: its checkpoints hold other weights, or were made by another recipe."""
+    others: its checkpoints hold other weights, or were made by another recipe. A folder whose
+    run wrote no checkpoint (it stopped before one, out of memory say) holds nothing trained,
+    and takes other hparams."""
     from t2t_repro import hparams as hparams_lib
+    from t2t_repro.training import checkpoints
 
     saved = hparams_lib.load(run_dir)
-    if saved is None:
+    if saved is None or not checkpoints.list_checkpoints(run_dir):
         return
     saved = hparams_lib.with_added_model_hparams(saved, hparams)
     if saved != hparams:

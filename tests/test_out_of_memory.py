@@ -1,0 +1,47 @@
+"""A backend that cannot allocate what a command asks becomes one line saying what to lower:
+real allocation failures of JAX and NumPy (each asks for more bytes than a 64-bit process can
+address, so it fails at once on any machine without touching memory). TensorFlow's, which it
+retries for 10 s first: the decoder's test (tests/test_decoder.py)."""
+
+import numpy as np
+import pytest
+
+from t2t_repro.utils.out_of_memory import (
+    OutOfMemoryError, advice_when_out_of_memory, is_out_of_memory)
+
+UNADDRESSABLE = 2**48  # float32s: 1 PiB, beyond x86-64's and AArch64's 256 TiB of addresses
+
+
+def jax_allocation():
+    jnp = pytest.importorskip("jax.numpy")
+    jnp.zeros((UNADDRESSABLE,), np.float32).block_until_ready()
+
+
+def numpy_allocation():
+    np.zeros(UNADDRESSABLE, np.float32)
+
+
+@pytest.mark.parametrize("allocate, allocation", [
+    (jax_allocation, f"Out of memory allocating {UNADDRESSABLE * 4} bytes"),
+    (numpy_allocation, "Unable to allocate 1.00 PiB for an array with shape "
+                       f"({UNADDRESSABLE},) and data type float32"),
+])
+def test_a_backends_failed_allocation_is_one_line_naming_it_and_the_advice(allocate,
+                                                                          allocation):
+    with pytest.raises(Exception) as raised:
+        allocate()
+    assert is_out_of_memory(raised.value)
+    with pytest.raises(OutOfMemoryError) as reported:
+        with advice_when_out_of_memory("decoding", "lower beam_size."):
+            allocate()
+    assert str(reported.value) == f"decoding ran out of memory ({allocation}); lower beam_size."
+
+
+@pytest.mark.parametrize("error", [ValueError("shape"), RuntimeError("INVALID_ARGUMENT: x"),
+                                   KeyError("OutOfMemoryError")])
+def test_other_errors_pass_through_unchanged(error):
+    assert not is_out_of_memory(error)
+    with pytest.raises(type(error)) as raised:
+        with advice_when_out_of_memory("decoding", "lower beam_size."):
+            raise error
+    assert raised.value is error
