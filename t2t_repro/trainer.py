@@ -308,6 +308,7 @@ def train_or_evaluate(claim_output_dir):
 
 
 def main(argv):
+    backend.check_training_backend()
     check_usage(argv)
     apply_flag_aliases(ALIASES)
     usr_dir.import_flagged_usr_dir()

@@ -210,6 +210,31 @@ def test_a_run_out_of_memory_says_what_to_lower_and_its_folder_takes_a_smaller_b
     assert [step for step, _ in checkpoints.list_checkpoints(output_dir)] == [2]
 
 
+@pytest.mark.parametrize("environment, named", [
+    ({"KERAS_BACKEND": "foo"}, "KERAS_BACKEND=foo: the trainer trains on tensorflow or jax; "),
+    ({"KERAS_BACKEND": "JAX"}, "KERAS_BACKEND=JAX: the trainer trains on tensorflow or jax "
+                               "(Keras spells it jax); "),
+    ({"KERAS_BACKEND": "numpy"}, "KERAS_BACKEND=numpy: the trainer trains on tensorflow or "
+                                 "jax; "),
+    ({"KERAS_BACKEND": "torch"}, "KERAS_BACKEND=torch: the trainer trains on tensorflow or "
+                                 "jax; "),
+    ({"KERAS_HOME": "{home}"}, "backend 'numpy' in {home}/keras.json: the trainer trains on "
+                               "tensorflow or jax; "),
+])
+def test_a_keras_backend_the_trainer_cannot_train_on_is_one_line_before_anything_is_written(
+        tmp_path, monkeypatch, environment, named):
+    (tmp_path / "keras.json").write_text('{"backend": "numpy"}')
+    monkeypatch.delenv("KERAS_BACKEND", raising=False)
+    for name, value in environment.items():
+        monkeypatch.setenv(name, value.format(home=tmp_path))
+    result = run_trainer(*TINY_RUN, f"--output_dir={tmp_path / 'run'}", "--train_steps=2")
+    assert result.returncode == 1
+    assert result.stderr.splitlines() == [
+        f"error: {named.format(home=tmp_path)}set KERAS_BACKEND=tensorflow or "
+        f"KERAS_BACKEND=jax."]
+    assert not (tmp_path / "run").exists()
+
+
 USR_PROBLEM = '''
 from problems.algorithmic import AlgorithmicProblem
 from t2t_repro.data.problem import EVAL, TRAIN
