@@ -10,6 +10,7 @@ import difflib
 import json
 import math
 import os
+import traceback
 
 from t2t_repro.utils.atomic_files import write_text_atomically
 from t2t_repro.errors import UserError
@@ -230,5 +231,27 @@ def create_hparams(hparams_set, overrides=""):
     """The registered set `hparams_set` with the override string applied."""
     from t2t_repro import registry
 
-    hparams = registry.hparams_sets[hparams_set]()
+    hparams = _called_set(hparams_set, registry.hparams_sets[hparams_set])
     return hparams.override_from_string(overrides or "")
+
+
+def _called_set(name, function):
+    """The HParams the set `function` (registered as `name`, perhaps a --t2t_usr_dir's) builds;
+    an HParamsError naming the set and the line of its file when it raises or returns anything
+    else."""
+    code = function.__code__
+    try:
+        hparams = function()
+    except Exception as error:  # noqa: BLE001 - a set's own mistake, reported at its line
+        lines = [frame.lineno for frame in traceback.extract_tb(error.__traceback__)
+                 if frame.filename == code.co_filename]
+        raise HParamsError(
+            f"hparams set {name} raised {type(error).__name__}: {error} (at "
+            f"{code.co_filename}:{lines[-1] if lines else code.co_firstlineno}); fix the "
+            f"set.") from error
+    if not isinstance(hparams, HParams):
+        raise HParamsError(
+            f"hparams set {name} ({code.co_filename}:{code.co_firstlineno}) returned "
+            f"{'None' if hparams is None else 'a ' + type(hparams).__name__}, not HParams; end "
+            f"it with the HParams it builds (return hparams).")
+    return hparams

@@ -235,6 +235,50 @@ def test_a_keras_backend_the_trainer_cannot_train_on_is_one_line_before_anything
     assert not (tmp_path / "run").exists()
 
 
+BROKEN_SETS = '''from hparams.transformer import transformer_tiny
+
+
+def raises():
+    hparams = transformer_tiny()
+    hparams.hidden_size = undefined_name
+    return hparams
+
+
+def returns_a_dict():
+    return {"hidden_size": 64}
+
+
+def returns_nothing():
+    transformer_tiny()
+'''
+
+
+@pytest.mark.parametrize("name, message", [
+    ("raises", "hparams set raises raised NameError: name 'undefined_name' is not defined (at "
+               "{file}:6); fix the set."),
+    ("returns_a_dict", "hparams set returns_a_dict ({file}:10) returned a dict, not HParams; "
+                       "end it with the HParams it builds (return hparams)."),
+    ("returns_nothing", "hparams set returns_nothing ({file}:14) returned None, not HParams; "
+                        "end it with the HParams it builds (return hparams)."),
+])
+def test_an_hparams_set_that_fails_is_one_line_naming_it_and_its_line(tmp_path, monkeypatch,
+                                                                      name, message):
+    """A user's set (as --t2t_usr_dir registers one) that raises or returns no HParams."""
+    import importlib.util
+
+    path = tmp_path / "broken_sets.py"
+    path.write_text(BROKEN_SETS)
+    spec = importlib.util.spec_from_file_location("broken_sets", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    monkeypatch.setitem(registry.hparams_sets._entries, name, getattr(module, name))
+    result = run_trainer("--problem=algorithmic_copy", f"--hparams_set={name}",
+                         f"--output_dir={tmp_path / 'run'}", "--train_steps=2")
+    assert result.returncode == 1
+    assert result.stderr.splitlines() == [f"error: {message.format(file=path)}"]
+    assert not (tmp_path / "run").exists()
+
+
 USR_PROBLEM = '''
 from problems.algorithmic import AlgorithmicProblem
 from t2t_repro.data.problem import EVAL, TRAIN
