@@ -91,7 +91,8 @@ flags.DEFINE_string("warm_start_from", None,
                     "optimizer at step 0. Only training hparams may differ from that run's, and "
                     "the vocabulary must be the same; without --hparams_set, that run's hparams "
                     "(with --hparams) are this run's. A run with checkpoints of its own resumes "
-                    "from them instead.")
+                    "from them: there, only the --warm_start_from its flags.txt records is "
+                    "taken.")
 flags.DEFINE_integer("save_checkpoints_secs", None,
                      "tensor2tensor's name: --save_checkpoints_minutes in seconds.")
 flags.DEFINE_integer("local_eval_frequency", None, "tensor2tensor's name for --eval_every.")
@@ -183,6 +184,7 @@ def warm_start_source():
         return None
     from t2t_repro.training import warm_start
 
+    warm_start.check_resumed_run_starts_there(FLAGS.output_dir, FLAGS.warm_start_from)
     return warm_start.source_checkpoint(FLAGS.warm_start_from)
 
 

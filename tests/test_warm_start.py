@@ -74,6 +74,30 @@ def test_a_warm_started_run_counts_from_step_0_and_resumes_from_its_own_checkpoi
     assert f"Resumed from {output_dir}/ckpt-4.weights.h5 at step 4." in resumed.stdout
     assert "Warm-started" not in resumed.stdout
     assert checkpoints.list_checkpoints(output_dir)[-1][0] == 6
+    # Another source for a run with checkpoints of its own would be ignored: refused.
+    flags_before = (output_dir / "flags.txt").read_text()
+    elsewhere = trainer(*tuned[:2], f"--warm_start_from={source_checkpoint}", "--train_steps=8")
+    assert one_line_error(elsewhere) == (
+        f"error: --warm_start_from={source_checkpoint}: {output_dir} holds checkpoints of its "
+        f"own (the newest at step 6), which started from {source_run}, and a run resumes from "
+        f"its own; leave --warm_start_from out to resume it, or fine-tune into a new "
+        f"--output_dir.")
+    assert (output_dir / "flags.txt").read_text() == flags_before
+    assert checkpoints.list_checkpoints(output_dir)[-1][0] == 6
+
+
+def test_warm_start_from_given_to_a_run_trained_from_scratch_is_an_error(source_run):
+    """Its checkpoints started from no other run; nothing is written."""
+    flags_before = (source_run / "flags.txt").read_text()
+    refused = trainer(f"--hparams={HPARAMS}", f"--output_dir={source_run}",
+                      f"--warm_start_from={source_run}", f"--train_steps={SOURCE_STEPS + 2}")
+    assert one_line_error(refused) == (
+        f"error: --warm_start_from={source_run}: {source_run} holds checkpoints of its own (the "
+        f"newest at step {SOURCE_STEPS}), which did not start from another run, and a run "
+        f"resumes from its own; leave --warm_start_from out to resume it, or fine-tune into a "
+        f"new --output_dir.")
+    assert (source_run / "flags.txt").read_text() == flags_before
+    assert checkpoints.list_checkpoints(source_run)[-1][0] == SOURCE_STEPS
 
 
 def test_model_hparams_that_differ_are_an_error_naming_each_before_anything_is_written(

@@ -41,6 +41,22 @@ def source_checkpoint(path):
     return checkpoints.named_checkpoint(path, f"--warm_start_from={path}")
 
 
+def check_resumed_run_starts_there(output_dir, path):
+    """WarmStartError when `output_dir` holds checkpoints of its own, which the run resumes
+    from, and its flags.txt does not record --warm_start_from=`path`: those weights did not
+    start there, and the flag would be ignored (and then recorded as if it applied)."""
+    newest = checkpoints.latest_checkpoint(output_dir)
+    recorded = run_records.recorded_flags(output_dir).get("warm_start_from")
+    if newest is None or recorded == os.path.abspath(path):
+        return
+    started = f"started from {recorded}" if recorded else "did not start from another run"
+    raise WarmStartError(
+        f"--warm_start_from={path}: {output_dir} holds checkpoints of its own (the newest at "
+        f"step {checkpoints.checkpoint_step(newest)}), which {started}, and a run resumes from "
+        f"its own; leave --warm_start_from out to resume it, or fine-tune into a new "
+        f"--output_dir.")
+
+
 def _unknown(checkpoint, what):
     return WarmStartError(f"no {hparams_lib.HPARAMS_FILENAME} beside {checkpoint} or in the "
                           f"folder above it, and the checkpoint holds no {what} (older "
