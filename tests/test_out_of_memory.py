@@ -1,7 +1,8 @@
 """A backend that cannot allocate what a command asks becomes one line saying what to lower:
 real allocation failures of JAX and NumPy (each asks for more bytes than a 64-bit process can
-address, so it fails at once on any machine without touching memory). TensorFlow's, which it
-retries for 10 s first: the decoder's test (tests/test_decoder.py)."""
+address, so it fails at once on any machine without touching memory), and TensorFlow's error
+as `tf.zeros([2**48])` raises it (made here from its text: TensorFlow retries a failed
+allocation for 10 s before it raises)."""
 
 import numpy as np
 import pytest
@@ -21,7 +22,17 @@ def numpy_allocation():
     np.zeros(UNADDRESSABLE, np.float32)
 
 
+def tensorflow_allocation():
+    import tensorflow as tf
+
+    raise tf.errors.ResourceExhaustedError(None, None, (
+        "{{function_node __wrapped__Fill_device_/job:localhost/replica:0/task:0/device:CPU:0}} "
+        f"OOM when allocating tensor with shape[{UNADDRESSABLE}] and type float on "
+        "/job:localhost/replica:0/task:0/device:CPU:0 by allocator mklcpu [Op:Fill] name: "))
+
+
 @pytest.mark.parametrize("allocate, allocation", [
+    (tensorflow_allocation, f"OOM when allocating tensor with shape[{UNADDRESSABLE}]"),
     (jax_allocation, f"Out of memory allocating {UNADDRESSABLE * 4} bytes"),
     (numpy_allocation, "Unable to allocate 1.00 PiB for an array with shape "
                        f"({UNADDRESSABLE},) and data type float32"),
