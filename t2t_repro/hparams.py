@@ -38,6 +38,17 @@ class HParamsError(UserError, ValueError):
     """A bad hyperparameter name, value or override string; the message names the key."""
 
 
+class MissingHParamError(HParamsError, AttributeError):
+    """An hparam read that the HParams lack: a run's hparams.json edited by hand, say. An
+    AttributeError too, so that `getattr(hparams, name, default)` gives the default."""
+
+    def __init__(self, key):
+        super().__init__(
+            f"hparam '{key}' is missing from the hparams in use (a run's hparams.json edited by "
+            f"hand?): restore the file from a copy, or delete it and give the run's "
+            f"--hparams_set and --hparams again (its checkpoints are kept).")
+
+
 def at_least(lowest, note=""):
     """A range for `check_ranges`: values >= `lowest`; `note` says what the lowest means."""
     return (lambda value: value >= lowest), f"at least {lowest}{note}"
@@ -158,7 +169,7 @@ class HParams:
         values = object.__getattribute__(self, "_values")
         if key in values:
             return values[key]
-        raise AttributeError(f"HParams has no hparam '{key}'.")
+        raise MissingHParamError(key)
 
     def __setattr__(self, key, value):
         self.set_hparam(key, value)

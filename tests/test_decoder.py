@@ -155,6 +155,28 @@ def test_a_search_out_of_memory_is_one_line_naming_the_settings_to_lower(
     assert not output.exists()
 
 
+def test_a_run_whose_hparams_json_lost_an_hparam_is_one_line_naming_it(
+        ende_data_dir, trained_run, test_files, tmp_path):
+    """The model's build reads it (the checkpoint's stored hparams are compared after)."""
+    import json
+    import shutil
+
+    removed = "hidden_size"
+    run = tmp_path / "run"
+    shutil.copytree(trained_run, run)
+    values = json.loads((run / "hparams.json").read_text())
+    del values[removed]
+    (run / "hparams.json").write_text(json.dumps(values))
+    result = run_module("t2t_repro.decoder", "--problem=translate_ende",
+                        f"--data_dir={ende_data_dir}", f"--output_dir={run}", DECODE_HPARAMS,
+                        f"--decode_from_file={test_files['en']}")
+    assert result.returncode == 1
+    assert result.stderr.splitlines()[-1] == (
+        f"error: hparam '{removed}' is missing from the hparams in use (a run's hparams.json "
+        f"edited by hand?): restore the file from a copy, or delete it and give the run's "
+        f"--hparams_set and --hparams again (its checkpoints are kept).")
+
+
 def test_bad_decode_hparams_name_the_setting(ende_data_dir, trained_run, test_files):
     result = run_module("t2t_repro.decoder", "--problem=translate_ende",
                         f"--data_dir={ende_data_dir}", f"--output_dir={trained_run}",
