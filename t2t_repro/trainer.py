@@ -125,15 +125,17 @@ def trainer_flags_text():
     return "".join(line + "\n" for line in lines if line)  # unset flags serialize as ""
 
 
-def save_flags(output_dir, train_steps):
+def save_flags(output_dir, train_steps, best=None):
     """For training schedules with steps left to train, flags.txt: the record `--flagfile`
     resumes training from, which a later `--schedule=evaluate`, or a call that finds the run
-    trained to `train_steps` already, must not replace (the run wrote hparams.json)."""
+    trained to `train_steps` already or stopped early (by `best`, its BestCheckpoint), must
+    not replace (the run wrote hparams.json)."""
     from t2t_repro.training import checkpoints
 
     newest = checkpoints.latest_checkpoint(output_dir)
     trained = checkpoints.checkpoint_step(newest) if newest else 0
-    if FLAGS.schedule != "evaluate" and trained < train_steps:
+    stopped = best is not None and best.should_stop(trained)
+    if FLAGS.schedule != "evaluate" and trained < train_steps and not stopped:
         write_text_atomically(os.path.join(output_dir, FLAGS_FILENAME), trainer_flags_text())
 
 
@@ -290,7 +292,7 @@ def train_or_evaluate(claim_output_dir):
     )
     train_steps = FLAGS.train_steps or hparams.train_steps
     if run.is_chief:  # once the model is built: bad hparams leave nothing behind
-        save_flags(FLAGS.output_dir, train_steps)
+        save_flags(FLAGS.output_dir, train_steps, run.best)
     if FLAGS.schedule == "evaluate":
         run.restore()
         eval_scalars = run.evaluate()

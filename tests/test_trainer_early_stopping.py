@@ -64,9 +64,11 @@ def test_early_stopping_ends_the_run_naming_the_best_checkpoint_which_pruning_ke
 def test_a_resumed_stopped_run_keeps_its_record_and_trains_no_further(stopped_run):
     output_dir, _ = stopped_run
     record = best_record(output_dir)
-    resumed = run_trainer(f"--output_dir={output_dir}", *NEVER_IMPROVES)
+    flags_before = (output_dir / "flags.txt").read_text()
+    resumed = run_trainer(f"--output_dir={output_dir}", *NEVER_IMPROVES, "--train_steps=200")
     assert resumed.returncode == 0, resumed.stderr
     assert "Early stopping at step 15" in resumed.stdout
+    assert (output_dir / "flags.txt").read_text() == flags_before  # the record of what trained
     assert [step for step, _ in list_checkpoints(output_dir)] == [15]
     assert sorted(read_scalars(output_dir / "eval")["accuracy"]) == [5, 10, 15]
     assert best_record(output_dir) == record
