@@ -21,6 +21,7 @@ from t2t_repro.cli import quiet_tensorflow  # noqa: E402
 # would precede the table.
 quiet_tensorflow.import_tensorflow()
 
+from t2t_repro.cli.entry_point import report_user_errors  # noqa: E402
 from t2t_repro.cli.one_line_parser import OneLineErrorParser  # noqa: E402
 from t2t_repro.tables import layer_complexity, parameter_counts, training_cost  # noqa: E402
 
@@ -53,9 +54,11 @@ def _parser():
 
 
 def main(argv=None):
-    """Runs the command line `argv` (default: sys.argv[1:]); returns the exit status."""
-    args = _parser().parse_args(argv)  # bad input: message on stderr, SystemExit(2)
-    return args.run(args)
+    """Runs the command line `argv` (default: sys.argv[1:]); returns the exit status. Bad
+    input, a user error and Ctrl-C end it as they end every command (one line, status 1 or
+    130)."""
+    args = _parser().parse_args(argv)
+    return report_user_errors(lambda _: args.run(args))(argv)
 
 
 if __name__ == "__main__":

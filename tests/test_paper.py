@@ -259,6 +259,19 @@ def test_bad_input_exits_non_zero_with_message(argv, message, capsys):
     assert line.startswith("error: python -m t2t_repro.paper") and message in line
 
 
+def test_ctrl_c_ends_a_table_with_one_line_and_status_130(monkeypatch, capsys):
+    from t2t_repro.cli.entry_point import INTERRUPTED_EXIT_STATUS
+
+    def interrupted(args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(parameter_counts, "run", interrupted)
+    with pytest.raises(SystemExit) as exit_info:
+        paper.main(["table3"])
+    assert exit_info.value.code == INTERRUPTED_EXIT_STATUS
+    assert capsys.readouterr().err.splitlines() == ["interrupted"]
+
+
 def test_help_explains_the_default_vocabulary(capsys):
     with pytest.raises(SystemExit) as exit_info:
         paper.main(["table3", "--help"])
