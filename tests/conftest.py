@@ -114,6 +114,20 @@ def _collect_after_each_file():
 HANG_GUARD_S = 1200
 
 
+# More float32s than a 64-bit process can address (1 PiB, beyond x86-64's and AArch64's 256
+# TiB): asking for them is a real allocation failure at once on any machine, touching no memory.
+UNADDRESSABLE_FLOATS = 2**48
+NUMPY_OUT_OF_MEMORY = (f"Unable to allocate 1.00 PiB for an array with shape "
+                       f"({UNADDRESSABLE_FLOATS},) and data type float32")
+
+
+def allocate_unaddressable(*args, **kwargs):
+    """NumPy's MemoryError (`NUMPY_OUT_OF_MEMORY`), in place of any call a test patches."""
+    import numpy as np
+
+    return np.zeros(UNADDRESSABLE_FLOATS, np.float32)
+
+
 def run_module_in_subprocess(module, *args, timeout=HANG_GUARD_S, input=None, **environment):
     """Runs `python -m <module> args...` in a new process, exactly as a user would (`input`:
     text on its stdin; `environment`: variables set for it); returns the CompletedProcess. Each

@@ -7,19 +7,15 @@ allocation for 10 s before it raises)."""
 import numpy as np
 import pytest
 
+from conftest import NUMPY_OUT_OF_MEMORY, UNADDRESSABLE_FLOATS as UNADDRESSABLE
+from conftest import allocate_unaddressable as numpy_allocation
 from t2t_repro.utils.out_of_memory import (
     OutOfMemoryError, advice_when_out_of_memory, is_out_of_memory)
-
-UNADDRESSABLE = 2**48  # float32s: 1 PiB, beyond x86-64's and AArch64's 256 TiB of addresses
 
 
 def jax_allocation():
     jnp = pytest.importorskip("jax.numpy")
     jnp.zeros((UNADDRESSABLE,), np.float32).block_until_ready()
-
-
-def numpy_allocation():
-    np.zeros(UNADDRESSABLE, np.float32)
 
 
 def tensorflow_allocation():
@@ -34,8 +30,7 @@ def tensorflow_allocation():
 @pytest.mark.parametrize("allocate, allocation", [
     (tensorflow_allocation, f"OOM when allocating tensor with shape[{UNADDRESSABLE}]"),
     (jax_allocation, f"Out of memory allocating {UNADDRESSABLE * 4} bytes"),
-    (numpy_allocation, "Unable to allocate 1.00 PiB for an array with shape "
-                       f"({UNADDRESSABLE},) and data type float32"),
+    (numpy_allocation, NUMPY_OUT_OF_MEMORY),
 ])
 def test_a_backends_failed_allocation_is_one_line_naming_it_and_the_advice(allocate,
                                                                           allocation):

@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from conftest import (HANG_GUARD_S, attention_image_steps, run_module,
-                      run_module_in_subprocess)
+from conftest import (HANG_GUARD_S, NUMPY_OUT_OF_MEMORY, allocate_unaddressable,
+                      attention_image_steps, run_module, run_module_in_subprocess)
 from t2t_repro import registry
 from t2t_repro.cli import usr_dir as usr_dir_lib
 from t2t_repro.training import checkpoints
@@ -182,25 +182,22 @@ def test_training_killed_with_sigkill_resumes_from_its_last_checkpoint(tmp_path)
 
 def test_a_run_out_of_memory_says_what_to_lower_and_its_folder_takes_a_smaller_batch(
         tmp_path, monkeypatch):
-    """The first step's memory cannot be had (NumPy asks for more bytes than a process can
-    address: a real allocation failure, at once on any machine): one line says what to lower,
-    and the same folder, which holds no checkpoint, then trains with a smaller batch."""
-    import numpy as np
-
+    """The first step's memory cannot be had (a real allocation failure): one line says what
+    to lower, and the same folder, which holds no checkpoint, then trains with a smaller
+    batch."""
     output_dir = tmp_path / "run"
     hparams = "--hparams=batch_size=256,max_length=24,num_hidden_layers=1"
     with monkeypatch.context() as patched:
-        patched.setattr(checkpoints, "CheckpointSchedule",
-                        lambda *args, **kwargs: np.zeros(2**48, np.float32))
+        patched.setattr(checkpoints, "CheckpointSchedule", allocate_unaddressable)
         failed = run_trainer(*TINY_RUN, hparams, f"--output_dir={output_dir}",
                              "--train_steps=2")
     assert failed.returncode == 1
     assert failed.stderr.splitlines()[-1] == (
-        f"error: training ran out of memory (Unable to allocate 1.00 PiB for an array with "
-        f"shape ({2**48},) and data type float32): lower batch_size in --hparams (the tokens of "
-        f"a batch; gradient_accumulation_steps=K keeps the tokens of a step), or, where an "
-        f"evaluation's decoding ran out, batch_size or beam_size in --decode_hparams; no "
-        f"checkpoint was written yet; the same command starts the run again.")
+        f"error: training ran out of memory ({NUMPY_OUT_OF_MEMORY}): lower batch_size in "
+        f"--hparams (the tokens of a batch; gradient_accumulation_steps=K keeps the tokens of a "
+        f"step), or, where an evaluation's decoding ran out, batch_size or beam_size in "
+        f"--decode_hparams; no checkpoint was written yet; the same command starts the run "
+        f"again.")
     assert json.loads((output_dir / "hparams.json").read_text())["batch_size"] == 256
 
     smaller = run_trainer(*TINY_RUN, hparams.replace("256", "128"), f"--output_dir={output_dir}",
