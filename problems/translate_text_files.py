@@ -181,13 +181,13 @@ class TranslateTextFiles(TranslateProblem):
     def _check_sizes_apply(self):
         """ProblemDataError for a size hparam given for vocabularies that are all given rather
         than trained here: it would size nothing."""
-        given = {side: getattr(self.data_hparams, self._given_vocabulary_hparam(side))
-                 for side in (SOURCE, TARGET)}
+        named_by = {side: self._given_vocabulary_hparam(side) for side in (SOURCE, TARGET)}
+        given = {side: getattr(self.data_hparams, name) for side, name in named_by.items()}
         for name in SIZE_HPARAMS:
             sized = [side for side in given if self.vocab_size_hparam(side) == name]
             if name in self.explicit_data_hparams and sized and all(given[s] for s in sized):
                 models = list(dict.fromkeys(
-                    f"{self._given_vocabulary_hparam(side)}={given[side]}" for side in sized))
+                    f"{named_by[side]}={given[side]}" for side in sized))
                 are_given = ("is given, with its own size" if len(models) == 1 else
                              "are given, with their own sizes")
                 raise ProblemDataError(
