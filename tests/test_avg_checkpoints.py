@@ -3,6 +3,7 @@
 import hashlib
 import json
 import os
+import re
 import shutil
 
 import h5py
@@ -190,13 +191,14 @@ def test_avg_dir_may_not_hold_another_runs_files(trained_run, tmp_path):
 
 def test_averages_the_n_checkpoints_ending_at_checkpoint_path_such_as_best(trained_run,
                                                                            tmp_path):
-    """--checkpoint_path names a folder holding step 4's checkpoint, as a run's best/ does:
-    --n=2 averages the run's step 2 with it, and step 6 (newer) is left out."""
-    best = tmp_path / "best"
-    best.mkdir()
-    shutil.copy(trained_run / "ckpt-4.weights.h5", best)
+    """--checkpoint_path names the run's best/ folder, holding step 4's checkpoint: --n=2
+    averages the run's step 2 with it, and step 6 (newer) is left out."""
+    run = tmp_path / "run"
+    shutil.copytree(trained_run, run)
+    (run / "best").mkdir()
+    shutil.copy(run / "ckpt-4.weights.h5", run / "best")
     avg_dir = tmp_path / "avg"
-    result = average(f"--output_dir={trained_run}", f"--checkpoint_path={best}", "--n=2",
+    result = average(f"--output_dir={run}", f"--checkpoint_path={run / 'best'}", "--n=2",
                      f"--avg_dir={avg_dir}")
     assert result.returncode == 0, result.stderr
     assert "steps 2, 4," in result.stdout
@@ -205,6 +207,58 @@ def test_averages_the_n_checkpoints_ending_at_checkpoint_path_such_as_best(train
     weight = "input_embedding/vars/0"
     np.testing.assert_allclose(averaged[weight], (first_two[0][weight] + first_two[1][weight]) / 2,
                                rtol=1e-6)
+
+
+def test_a_new_average_replaces_the_earlier_one_in_its_folder(trained_run, tmp_path):
+    """The folder's one checkpoint is the average its averaged.json describes, which the
+    decoder then reads: not an earlier average of a newer step."""
+    avg_dir = tmp_path / "avg"
+    for extra in ([], [f"--checkpoint_path={trained_run / 'ckpt-4.weights.h5'}"]):
+        result = average(f"--output_dir={trained_run}", "--n=2", f"--avg_dir={avg_dir}", *extra)
+        assert result.returncode == 0, result.stderr
+    assert sorted(name for name in os.listdir(avg_dir) if name.endswith(".h5")) == [
+        "ckpt-4.weights.h5"]
+    assert json.loads((avg_dir / "averaged.json").read_text())["steps"] == [2, 4]
+
+
+def test_a_checkpoint_path_of_another_run_is_refused_naming_both(trained_run, tmp_path):
+    """Its weights would be averaged with this run's, under this run's name."""
+    other = tmp_path / "other"
+    shutil.copytree(trained_run, other)
+    foreign = other / "ckpt-6.weights.h5"
+    result = average(f"--output_dir={trained_run}", f"--checkpoint_path={foreign}", "--n=2",
+                     f"--avg_dir={tmp_path / 'avg'}")
+    assert result.returncode == 1
+    assert result.stderr.splitlines() == [
+        f"error: --checkpoint_path names {foreign}, which is not a checkpoint of the run in "
+        f"{trained_run} (nor of its best/), whose checkpoints it would be averaged with; name "
+        f"one of that run's, or give --output_dir the run it belongs to."]
+    assert not (tmp_path / "avg").exists()
+
+
+@pytest.mark.parametrize("n", [0, -1, "2", 2.0, True])
+def test_average_run_takes_a_whole_number_of_checkpoints_from_python(trained_run, tmp_path, n):
+    """As --n's bound does on the command line (0 would average them all)."""
+    from t2t_repro.errors import ConfigurationError
+    from t2t_repro.training.averaging import average_run
+
+    with pytest.raises(ConfigurationError, match=f"^n={re.escape(repr(n))}: average at least "
+                                                 f"one checkpoint"):
+        average_run(str(trained_run), str(tmp_path / "avg"), n)
+    assert not (tmp_path / "avg").exists()
+
+
+def test_a_run_whose_hparams_json_is_damaged_is_refused_before_anything_is_written(
+        trained_run, tmp_path):
+    """The average's folder would hold a copy no command can read."""
+    run = tmp_path / "run"
+    shutil.copytree(trained_run, run)
+    (run / "hparams.json").write_text('{"hidden_size": 32,')
+    result = average(f"--output_dir={run}", "--n=2", f"--avg_dir={tmp_path / 'avg'}")
+    assert result.returncode == 1
+    [line] = result.stderr.splitlines()
+    assert line.startswith(f"error: {run / 'hparams.json'} is not a readable hparams file (")
+    assert not (tmp_path / "avg").exists()
 
 
 def test_a_checkpoint_path_alone_names_the_run_to_average(trained_run, tmp_path):

@@ -18,6 +18,7 @@ import h5py
 import ml_dtypes
 import numpy as np
 
+from t2t_repro import hparams as hparams_lib
 from t2t_repro.data.problem import EVAL, TRAIN
 from t2t_repro.errors import ConfigurationError, UserError
 from t2t_repro.names import (AVERAGED_MARKER, AVERAGED_SUBDIR, BEST_SUBDIR, CTRANSLATE2_SUBDIR,
@@ -126,14 +127,19 @@ def average_run(output_dir, avg_dir, n, last=None, print_fn=print):
     """Averages the newest `n` checkpoints of the run in `output_dir` into `avg_dir`; returns
     the average's path, `<avg_dir>/ckpt-<newest step>.weights.h5`.
 
-    With `last` (a checkpoint file, such as the run's best/ one) the `n` are those ending at
-    it: it, and the run's newest checkpoints older than its step. `avg_dir` gets a copy of the
-    run's hparams.json and flags.txt (`run_records.copy_run_record`) and `averaged.json`
+    With `last` (a checkpoint file of the run, such as its best/ one) the `n` are those ending
+    at it: it, and the run's newest checkpoints older than its step. `avg_dir` gets a copy of
+    the run's hparams.json and flags.txt (`run_records.copy_run_record`) and `averaged.json`
     naming the run and the steps, so it is itself a run folder to decode, evaluate and export
-    from, which the trainer refuses to train in. The run's own files are only read.
+    from, which the trainer refuses to train in; an earlier average there is replaced, so that
+    the folder's one checkpoint is the average its averaged.json describes. The run's own files
+    are only read.
     """
     from t2t_repro.training import checkpoints
 
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ConfigurationError(f"n={n!r}: average at least one checkpoint (n is a whole "
+                                 f"number of them, 1 or more).")
     if os.path.realpath(avg_dir) == os.path.realpath(output_dir):
         raise ConfigurationError("--avg_dir must differ from --output_dir: the average would "
                                  "replace the run's newest checkpoint.")
@@ -146,9 +152,10 @@ def average_run(output_dir, avg_dir, n, last=None, print_fn=print):
     if not os.path.isdir(output_dir):
         raise ConfigurationError(f"--output_dir {output_dir} does not exist.")
     _check_average_folder(avg_dir, output_dir)
+    hparams_lib.load(output_dir)  # a damaged record is an error before anything is written
     found = checkpoints.list_checkpoints(output_dir)
     if last is not None:
-        found = _ending_at(found, last)
+        found = _ending_at(found, last, output_dir)
     if not found:
         raise ConfigurationError(f"No checkpoints (ckpt-<step>.weights.h5) in {output_dir}.")
     if len(found) < n:
@@ -161,6 +168,9 @@ def average_run(output_dir, avg_dir, n, last=None, print_fn=print):
     run_records.copy_run_record(output_dir, avg_dir)
     write_text_atomically(os.path.join(avg_dir, AVERAGED_MARKER), json.dumps({
         "averaged_from": os.path.abspath(output_dir), "steps": steps}) + "\n")
+    for _, earlier in checkpoints.list_checkpoints(avg_dir):
+        if earlier != path:
+            os.remove(earlier)
     print_fn(f"Averaged {len(chosen)} checkpoint(s) of {output_dir}, steps "
              f"{', '.join(map(str, steps))}, into {path}.")
     return path
@@ -184,11 +194,18 @@ def _check_average_folder(avg_dir, output_dir):
         f"average would replace; name a new folder, or an earlier average of {output_dir}.")
 
 
-def _ending_at(found, last):
+def _ending_at(found, last, output_dir):
     """The run's `[(step, path)]` checkpoints `found` that come before the checkpoint file
-    `last`, then `last` itself."""
+    `last`, then `last` itself; a ConfigurationError when `last` is not of the run in
+    `output_dir` (its folder or best/), whose checkpoints it would be averaged with."""
     from t2t_repro.training import checkpoints
 
+    run_dir = run_records.run_dir_of(last)
+    if run_dir is None or os.path.realpath(run_dir) != os.path.realpath(output_dir):
+        raise ConfigurationError(
+            f"--checkpoint_path names {last}, which is not a checkpoint of the run in "
+            f"{output_dir} (nor of its {BEST_SUBDIR}/), whose checkpoints it would be averaged "
+            f"with; name one of that run's, or give --output_dir the run it belongs to.")
     step = checkpoints.checkpoint_step(last)
     if step is None:
         raise ConfigurationError(f"--checkpoint_path names {last}, which is no "
