@@ -216,4 +216,8 @@ def test_a_run_trained_from_python_is_recorded_for_fine_tuning_as_the_trainers(t
     with pytest.raises(ConfigurationError, match=r"different hparams \(hidden_size differ\)"):
         create_training_run(problem, create_hparams("transformer_tiny", f"{HPARAMS},"
                                                     "hidden_size=32"), str(source))
+    with pytest.raises(ConfigurationError, match=f"^--problem=algorithmic_reverse disagrees "
+                                                 f"with --problem={PROBLEM} that "):
+        create_training_run(registry.problems["algorithmic_reverse"](), hparams, str(source))
     assert (source / "hparams.json").read_text() == recorded
+    assert (source / "flags.txt").read_text().splitlines()[0] == f"--problem={PROBLEM}"

@@ -270,6 +270,7 @@ class TrainingRunBase:
         self.print_fn = print_fn
         self.warm_start_from = warm_start_from
         if is_chief:
+            run_records.check_recorded_problem(output_dir, problem.name)
             run_records.check_saved_hparams(output_dir, hparams)
             if claim_output_dir is not None:
                 claim_output_dir()  # before anything in the folder is cleaned up or written
