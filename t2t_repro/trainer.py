@@ -5,7 +5,8 @@
     python -m t2t_repro.trainer --registry_help
 
 Running the same command again resumes from the latest checkpoint in --output_dir, and so does
-`python -m t2t_repro.trainer --flagfile=<output_dir>/flags.txt`.
+`python -m t2t_repro.trainer --flagfile=<output_dir>/flags.txt`; without --hparams_set, the
+run's hparams.json gives the hparams (a run made from Python records no set in flags.txt).
 
 With KERAS_BACKEND=jax it trains on JAX and imports no TensorFlow (`training.jax.run`).
 """
@@ -32,7 +33,7 @@ from t2t_repro.errors import ConfigurationError, UserError  # noqa: E402
 from t2t_repro.training import run_records  # noqa: E402
 from t2t_repro.training.strategy_names import STRATEGIES, WorkerFailureError  # noqa: E402
 from t2t_repro.utils import out_of_memory  # noqa: E402
-from t2t_repro.names import FLAGS_FILENAME, PATH_FLAGS  # noqa: E402
+from t2t_repro.names import FLAGS_FILENAME, HPARAMS_FILENAME, PATH_FLAGS  # noqa: E402
 
 FLAGS = flags.FLAGS
 
@@ -256,7 +257,7 @@ def train_or_evaluate(claim_output_dir):
     problem = problem_flags.create_problem()
     run_records.check_recorded_problem(FLAGS.output_dir, problem.name)
     warm_start_from = warm_start_source()
-    hparams = model_flags.resolve_hparams(FLAGS.output_dir,
+    hparams = model_flags.resolve_hparams(FLAGS.output_dir, saved_when_no_set=True,
                                           base_when_no_set=warm_start_hparams(warm_start_from))
     model_flags.check_model_name()
     if FLAGS.generate_data:
@@ -321,8 +322,8 @@ def main(argv):
 
         print(registry.help_text())
         return
-    check_usage(argv, ("problem", "output_dir") if FLAGS.warm_start_from else
-                ("problem", "hparams_set", "output_dir"),
+    check_usage(argv, ("problem", "output_dir") if FLAGS.warm_start_from or saved_hparams()
+                else ("problem", "hparams_set", "output_dir"),
                 hint="see --helpfull, or --registry_help for the registered problems and "
                      "hparams sets")
     try:
@@ -344,6 +345,13 @@ def main(argv):
                 f"keeps the tokens of a step), or, where an evaluation's decoding ran out, "
                 f"batch_size or beam_size in --decode_hparams; {resume_line()}") from None
         raise
+
+
+def saved_hparams():
+    """Whether --output_dir holds a run's hparams.json, which a resumed run without
+    --hparams_set takes (as a run made from Python records none)."""
+    return bool(FLAGS.output_dir) and os.path.exists(
+        os.path.join(FLAGS.output_dir, HPARAMS_FILENAME))
 
 
 def resume_line():

@@ -221,3 +221,12 @@ def test_a_run_trained_from_python_is_recorded_for_fine_tuning_as_the_trainers(t
         create_training_run(registry.problems["algorithmic_reverse"](), hparams, str(source))
     assert (source / "hparams.json").read_text() == recorded
     assert (source / "flags.txt").read_text().splitlines()[0] == f"--problem={PROBLEM}"
+
+    # The trainer resumes it from its flags.txt, taking its hparams.json for the hparams set
+    # and overrides that flags.txt cannot record.
+    resumed = run_module("t2t_repro.trainer", f"--flagfile={source / 'flags.txt'}",
+                         "--train_steps=4", "--schedule=train")
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"Resumed from {checkpoint} at step 2." in resumed.stdout
+    assert checkpoints.latest_checkpoint(str(source)) == str(source / "ckpt-4.weights.h5")
+    assert (source / "hparams.json").read_text() == recorded
