@@ -9,6 +9,7 @@ from absl import flags
 
 from t2t_repro.cli import entry_point, output_paths
 from t2t_repro import exporter
+from t2t_repro.errors import ConfigurationError
 
 FLAGS = flags.FLAGS
 
@@ -20,7 +21,14 @@ flags.DEFINE_string("ct2_dir", None,
 def main(argv):
     FLAGS.export_format = "ctranslate2"
     if FLAGS.ct2_dir:
+        given = [f"--{name}" for name in ("export_dir", "version") if FLAGS[name].present]
+        if given:
+            raise ConfigurationError(
+                f"--ct2_dir names the exact folder to write; {' and '.join(given)} "
+                f"name{'s' if len(given) == 1 else ''} one under --export_dir instead: give "
+                f"one or the other.")
         output_paths.check_output_dir(FLAGS.ct2_dir, "--ct2_dir")
+        exporter.check_new_target(FLAGS.ct2_dir, "give another --ct2_dir")
     exporter.main(argv, FLAGS.ct2_dir)
 
 

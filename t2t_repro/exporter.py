@@ -150,10 +150,19 @@ def export(target=None):
     if target is None:
         version = FLAGS.version if FLAGS.version is not None else export_version(checkpoint)
         target = os.path.join(export_dir, str(version))
+        check_new_target(target, "export another checkpoint or pass another --version=N")
     settings = EXPORTERS[FLAGS.export_format](problem, hparams, decode_hparams, checkpoint,
                                               model, target)
     print(f"Exported {checkpoint} as {FLAGS.export_format} ({settings}): {target}",
           file=sys.stderr)
+
+
+def check_new_target(target, remedy):
+    """ConfigurationError, before anything is written, when the export's folder `target`
+    exists: an export is never written over. `remedy`: the flags that name another."""
+    if os.path.exists(target):
+        raise ConfigurationError(f"{target} already exists, and an export is never written "
+                                 f"over: {remedy}, or remove that folder yourself.")
 
 
 def main(argv, target=None):

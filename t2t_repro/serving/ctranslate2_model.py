@@ -213,9 +213,8 @@ def write_ctranslate2_model(model, problem, output_dir, quantization="float32", 
             f"quantization must be one of {QUANTIZATIONS}, got '{quantization}'.")
     if os.path.exists(output_dir):
         raise CTranslate2ExportError(
-            f"{output_dir} already exists; a converted model is never overwritten. Export "
-            f"another checkpoint, pass --version=N (or another --ct2_dir), or remove that "
-            f"folder yourself.")
+            f"{output_dir} already exists; a converted model is never overwritten: write it "
+            f"to another folder, or remove that one yourself.")
     spec = transformer_spec(model, vocabulary_tokens(problem, "source"),
                             vocabulary_tokens(problem, "target"), positions, alignment_layer,
                             alignment_heads)

@@ -168,8 +168,8 @@ def write_export(module, export_dir, version, info):
     target = os.path.join(export_dir, str(version))
     if os.path.exists(target):
         raise ExportError(
-            f"{target} already exists; an export version is never overwritten. Export another "
-            f"checkpoint, pass --version=N, or remove that folder yourself."
+            f"{target} already exists; an export version is never overwritten: write another "
+            f"version, or remove that folder yourself."
         )
     os.makedirs(export_dir, exist_ok=True)
     with atomic_path(target) as temporary:

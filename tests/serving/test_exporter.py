@@ -153,8 +153,11 @@ def test_a_version_is_never_overwritten(ende):
     saved = (ende["version_dir"] / "saved_model.pb").read_bytes()
     again = run_module("t2t_repro.exporter", *ende["flags"], f"--output_dir={ende['run']}",
                        f"--export_dir={ende['version_dir'].parent}")
-    assert again.returncode != 0
-    assert f"{ende['version_dir']} already exists" in again.stderr
+    assert again.returncode == 1
+    assert again.stderr.splitlines()[-1] == (
+        f"error: {ende['version_dir']} already exists, and an export is never written over: "
+        f"export another checkpoint or pass another --version=N, or remove that folder "
+        f"yourself.")
     assert (ende["version_dir"] / "saved_model.pb").read_bytes() == saved
     assert sorted(path.name for path in ende["version_dir"].parent.iterdir()) == ["100"]
     info = json.loads((ende["version_dir"] / "assets.extra" / "export_info.json").read_text())
@@ -276,6 +279,22 @@ def test_the_export_ctranslate2_command_writes_the_folder_it_is_given(ende, tmp_
     assert converted.returncode == 0, converted.stderr
     assert (target / "model.bin").is_file() and (target / "sentencepiece.model").is_file()
     assert json.loads((target / "t2t_repro_info.json").read_text())["problem"] == "translate_ende"
+    written = (target / "model.bin").read_bytes()
+    # --ct2_dir is the exact folder: a second conversion into it, or a version or export_dir
+    # beside it, is refused with advice that applies, before the model is read.
+    for extra, message in (
+            ([], f"{target} already exists, and an export is never written over: give another "
+                 f"--ct2_dir, or remove that folder yourself."),
+            (["--version=5"], "--ct2_dir names the exact folder to write; --version names one "
+                              "under --export_dir instead: give one or the other."),
+            ([f"--export_dir={tmp_path}", "--version=5"],
+             "--ct2_dir names the exact folder to write; --export_dir and --version name one "
+             "under --export_dir instead: give one or the other.")):
+        again = run_module("t2t_repro.export_ctranslate2", f"--output_dir={ende['run']}",
+                           f"--ct2_dir={target}", *extra)
+        assert again.returncode == 1 and again.stderr.splitlines() == [f"error: {message}"]
+    assert (target / "model.bin").read_bytes() == written
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["ct2"]
 
 
 def test_the_ctranslate2_conversion_aligns_as_the_decoder_cli(ende, tmp_path):
