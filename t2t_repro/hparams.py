@@ -18,6 +18,9 @@ from t2t_repro.names import HPARAMS_FILENAME
 
 _TYPES = (bool, int, float, str)
 
+# The set every registered set starts from: a saved hparam it also has must have its type.
+REFERENCE_SET = "transformer_base"
+
 # Hparams added after runs were first saved, each with the value that computes what those runs
 # computed (the paper's choice, which every set of hparams/transformer.py has): a saved run
 # without one was trained with that value (`with_added_model_hparams`). The loss's chunk size
@@ -224,9 +227,28 @@ def from_json(text, unreadable, fix):
         values = json.loads(text)
         if not isinstance(values, dict):
             raise TypeError(f"a JSON {type(values).__name__}, not an object")
-        return HParams(**values)
+        return HParams(**_with_reference_types(values))
     except (ValueError, TypeError) as error:  # JSONDecodeError and HParamsError included
         raise HParamsError(f"{unreadable} ({error}). {fix}") from None
+
+
+def _with_reference_types(values):
+    """`values` (read from JSON) with each hparam the reference set `transformer_base` also
+    has checked to be of its type there (a whole number is taken for a float); HParamsError
+    naming the first that is not, since a hand-edited "4" or 64.0 would fail deep inside the
+    model."""
+    reference = create_hparams(REFERENCE_SET).values()
+    checked = {}
+    for name, value in sorted(values.items()):
+        expected = type(reference.get(name, value))
+        if expected is float and type(value) is int:
+            value = float(value)
+        elif type(value) is not expected:
+            raise HParamsError(
+                f"hparam '{name}' holds {value!r} of type {type(value).__name__}; "
+                f"{REFERENCE_SET}'s is of type {expected.__name__}")
+        checked[name] = value
+    return checked
 
 
 def with_added_model_hparams(saved, current):
@@ -242,6 +264,9 @@ def create_hparams(hparams_set, overrides=""):
     """The registered set `hparams_set` with the override string applied."""
     from t2t_repro import registry
 
+    if not isinstance(overrides or "", str):
+        raise HParamsError(f"overrides={overrides!r}: give them as a string, "
+                           f"'name=value,name2=value2', as --hparams takes them.")
     hparams = _called_set(hparams_set, registry.hparams_sets[hparams_set])
     return hparams.override_from_string(overrides or "")
 

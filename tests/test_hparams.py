@@ -1,5 +1,7 @@
 """HParams: typed values, strict overrides, JSON round trip, and the registered sets' values."""
 
+import json
+
 import pytest
 
 from t2t_repro import hparams as hparams_lib
@@ -163,6 +165,33 @@ def test_json_round_trip_of_registered_set(tmp_path):
     assert hparams_lib.load(str(tmp_path)) == hp
 
 
+@pytest.mark.parametrize("name, edited, held", [
+    ("num_heads", "4", "'4' of type str; transformer_base's is of type int"),
+    ("hidden_size", 64.0, "64.0 of type float; transformer_base's is of type int"),
+    ("packed", "yes", "'yes' of type str; transformer_base's is of type bool"),
+    ("label_smoothing", True, "True of type bool; transformer_base's is of type float"),
+])
+def test_a_saved_hparam_of_another_type_than_its_sets_is_an_error_naming_it(
+        tmp_path, name, edited, held):
+    values = create_hparams("transformer_tiny").values()
+    (tmp_path / "hparams.json").write_text(json.dumps({**values, name: edited}))
+    with pytest.raises(HParamsError) as raised:
+        hparams_lib.load(str(tmp_path))
+    assert str(raised.value) == (
+        f"{tmp_path / 'hparams.json'} is not a readable hparams file (hparam '{name}' holds "
+        f"{held}). Restore it from a copy, or delete it and pass the run's --hparams_set and "
+        f"--hparams again (checkpoints are kept).")
+
+
+def test_a_saved_whole_number_for_a_float_hparam_loads_as_a_float(tmp_path):
+    values = create_hparams("transformer_tiny").values()
+    (tmp_path / "hparams.json").write_text(json.dumps({**values, "label_smoothing": 0,
+                                                       "my_own_hparam": "kept"}))
+    loaded = hparams_lib.load(str(tmp_path))
+    assert type(loaded.label_smoothing) is float and loaded.label_smoothing == 0.0
+    assert loaded.my_own_hparam == "kept"
+
+
 # create_hparams and the registered sets.
 
 
@@ -189,6 +218,9 @@ def test_create_hparams_errors():
         create_hparams("transformer_bse")
     with pytest.raises(HParamsError, match="'num_layers'"):
         create_hparams("transformer_base", "num_layers=3")
+    with pytest.raises(HParamsError, match=r"^overrides=\{'hidden_size': 8\}: give them as "
+                                           r"a string, 'name=value,name2=value2', as --hparams"):
+        create_hparams("transformer_base", {"hidden_size": 8})
 
 
 def test_transformer_base_has_the_papers_values():
