@@ -221,6 +221,19 @@ def test_a_run_trained_from_python_is_recorded_for_fine_tuning_as_the_trainers(t
         create_training_run(registry.problems["algorithmic_reverse"](), hparams, str(source))
     assert (source / "hparams.json").read_text() == recorded
     assert (source / "flags.txt").read_text().splitlines()[0] == f"--problem={PROBLEM}"
+    for steps in ("5", 0, 4.0, True):
+        with pytest.raises(ConfigurationError) as raised:
+            run.train(steps)
+        assert str(raised.value) == (f"train_steps={steps!r}: train to step 1 or later "
+                                     f"(train_steps is a whole number of optimizer updates).")
+    assert checkpoints.latest_checkpoint(str(source)) == checkpoint
+    with pytest.raises(ConfigurationError, match=r"^problem='translate_ende' is not a Problem: "
+                                                 r"pass one, such as registry\.problems\["):
+        create_training_run("translate_ende", hparams, str(tmp_path / "other"))
+    with pytest.raises(ConfigurationError, match=r"^hparams='transformer_tiny' is not HParams: "
+                                                 r"pass them, such as hparams\.create_hparams"):
+        create_training_run(problem, "transformer_tiny", str(tmp_path / "other"))
+    assert not (tmp_path / "other").exists()
 
     # The trainer resumes it from its flags.txt, taking its hparams.json for the hparams set
     # and overrides that flags.txt cannot record.

@@ -4,6 +4,7 @@ import keras
 from keras import ops
 
 from t2t_repro import registry
+from t2t_repro.errors import ConfigurationError, is_whole_number
 from t2t_repro.hparams import (A_FRACTION, ADDED_MODEL_HPARAMS, HParams, HParamsError, at_least,
                                check_ranges, one_of)
 from t2t_repro.layers import (
@@ -164,6 +165,11 @@ class Transformer(keras.Model):
             hparams = HParams(**hparams)
         hparams = HParams(**{**ADDED_MODEL_HPARAMS, **hparams.values()})
         check_model_hparams(hparams)
+        for name, size in (("input_vocab_size", input_vocab_size),
+                           ("target_vocab_size", target_vocab_size)):
+            if not is_whole_number(size) or size < 1:
+                raise ConfigurationError(f"Transformer's {name}={size!r} must be the size of "
+                                         f"a vocabulary: a whole number, 1 or more.")
         super().__init__(**kwargs)
         _check_dtype_policy(self.dtype_policy, decoding_copy)
         self.hparams = hparams

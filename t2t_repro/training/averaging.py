@@ -20,7 +20,7 @@ import numpy as np
 
 from t2t_repro import hparams as hparams_lib
 from t2t_repro.data.problem import EVAL, TRAIN
-from t2t_repro.errors import ConfigurationError, UserError
+from t2t_repro.errors import ConfigurationError, UserError, is_whole_number
 from t2t_repro.names import (AVERAGED_MARKER, AVERAGED_SUBDIR, BEST_SUBDIR, CTRANSLATE2_SUBDIR,
                              EVAL_ATTENTION_SUBDIR, EXPORT_SUBDIR, FLAGS_FILENAME,
                              HPARAMS_FILENAME)
@@ -137,7 +137,7 @@ def average_run(output_dir, avg_dir, n, last=None, print_fn=print):
     """
     from t2t_repro.training import checkpoints
 
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+    if not is_whole_number(n) or n < 1:
         raise ConfigurationError(f"n={n!r}: average at least one checkpoint (n is a whole "
                                  f"number of them, 1 or more).")
     if os.path.realpath(avg_dir) == os.path.realpath(output_dir):

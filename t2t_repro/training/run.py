@@ -17,7 +17,7 @@ from t2t_repro.training import (attention_images, best_checkpoint, checkpoints, 
 from t2t_repro.training.chunked_loss import hparams_chunk_tokens
 from t2t_repro.training.losses import LabelSmoothedCrossEntropy, training_metrics
 from t2t_repro.training.optimizer import create_optimizer
-from t2t_repro.errors import UserError
+from t2t_repro.errors import ConfigurationError, UserError, is_whole_number
 
 
 class NonFiniteLossError(UserError):
@@ -329,6 +329,9 @@ class TrainingRunBase:
         `NonFiniteLossError` (having saved nothing after the last good checkpoint) when an
         update's loss or gradient is NaN or infinite.
         """
+        if not is_whole_number(train_steps) or train_steps < 1:
+            raise ConfigurationError(f"train_steps={train_steps!r}: train to step 1 or later "
+                                     f"(train_steps is a whole number of optimizer updates).")
         step = self.restore()
         eval_scalars = None
         if step >= train_steps:

@@ -3,6 +3,9 @@
 (`python -m t2t_repro.trainer` turns its flags into this call). Each backend's modules are
 imported only when it is the one in use."""
 
+from t2t_repro.data.problem import Problem
+from t2t_repro.errors import ConfigurationError
+from t2t_repro.hparams import HParams
 from t2t_repro.utils import backend
 from t2t_repro.training.strategy_names import StrategyError
 
@@ -20,6 +23,7 @@ def create_training_run(problem, hparams, output_dir, strategy_name="auto", jit_
             decode_evaluation, peak_tflops, claim_output_dir, best_criterion, warm_start_from;
             see `run.TrainingRunBase`).
     """
+    _check_argument_types(problem, hparams)
     if seed is not None:
         backend.set_random_seed(seed)
     if backend.is_tensorflow():
@@ -43,3 +47,16 @@ def create_training_run(problem, hparams, output_dir, strategy_name="auto", jit_
                             "tensorflow.")
     devices = jax.local_devices()[:1] if strategy_name == "default" else None
     return JaxTrainingRun(problem, hparams, output_dir, devices=devices, seed=seed, **settings)
+
+
+def _check_argument_types(problem, hparams):
+    """ConfigurationError when `problem` or `hparams` is a registered name or anything else
+    than the object the run needs, saying how to make that object."""
+    if not isinstance(problem, Problem):
+        raise ConfigurationError(
+            f"problem={problem!r} is not a Problem: pass one, such as "
+            f"registry.problems[name](data_dir=...).")
+    if not isinstance(hparams, HParams):
+        raise ConfigurationError(
+            f"hparams={hparams!r} is not HParams: pass them, such as "
+            f"hparams.create_hparams(set_name, overrides).")

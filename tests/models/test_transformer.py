@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 from keras import ops
 
+from t2t_repro.errors import ConfigurationError
 from t2t_repro.hparams import create_hparams
 from t2t_repro.layers import SharedEmbedding
 from t2t_repro.models.transformer import Transformer
@@ -273,6 +274,25 @@ def test_shared_embedding_with_two_vocabulary_sizes_is_an_error():
     assert "input_vocab_size=31" in message and "target_vocab_size=29" in message
     assert "shared_source_target_embedding=false" in message
     assert "one shared vocabulary" in message
+
+
+@pytest.mark.parametrize("input_size, target_size, named", [
+    ("100", VOCAB, "input_vocab_size='100'"),
+    (VOCAB, 0, "target_vocab_size=0"),
+    (VOCAB, 29.0, "target_vocab_size=29.0"),
+    (True, VOCAB, "input_vocab_size=True"),
+])
+def test_a_vocabulary_size_that_is_not_a_positive_whole_number_is_an_error(
+        input_size, target_size, named):
+    with pytest.raises(ConfigurationError) as error:
+        Transformer(_hparams(), input_size, target_size)
+    assert str(error.value) == (f"Transformer's {named} must be the size of a vocabulary: a "
+                                f"whole number, 1 or more.")
+
+
+def test_a_numpy_vocabulary_size_builds():
+    model = Transformer(_hparams(), np.int64(VOCAB), np.int32(VOCAB))
+    assert (model.input_vocab_size, model.target_vocab_size) == (VOCAB, VOCAB)
 
 
 def _hand_weight_count(num_layers, d=64, d_ff=256):
