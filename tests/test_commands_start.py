@@ -44,6 +44,27 @@ def test_query_with_a_positional_argument_is_a_one_line_error():
                              "--name=value.\n")
 
 
+@pytest.mark.parametrize("lines, message", [
+    (b"--server=http://127.0.0.1:1\nhello\n",
+     "unexpected arguments ['hello']; flags look like --name=value ({flagfile} has 'hello' on a "
+     "line: make it a flag, or a comment with #)."),
+    (b"# a run's flags\n--cloud_mlengine=false\n",
+     "Unknown command line flag 'cloud_mlengine' (see --helpshort); {flagfile} gives it: remove "
+     "that line"),
+    (b"--model_name=caf\xe9\n",
+     "a --flagfile ({flagfile}) is not UTF-8 text ('utf-8' codec can't decode byte 0xe9 in "
+     "position 16: invalid continuation byte); save it as UTF-8."),
+])
+def test_a_flagfile_line_a_command_cannot_read_is_an_error_naming_the_file(
+        tmp_path, lines, message):
+    """A run's flags.txt edited by hand, or naming a flag a later version removed."""
+    flagfile = tmp_path / "flags.txt"
+    flagfile.write_bytes(lines)
+    result = run_module_in_subprocess("t2t_repro.query", f"--flagfile={flagfile}")
+    assert result.returncode == 1
+    assert result.stderr == f"error: {message.format(flagfile=flagfile)}\n"
+
+
 def test_a_tensorflow_command_runs_keras_on_tensorflow_whatever_backend_is_set(tmp_path):
     """KERAS_BACKEND=jax, as set for the trainer: Keras, loaded by TensorFlow's import, would
     start on JAX half-way and the command fail at its first layer (here, Table 3's models); it

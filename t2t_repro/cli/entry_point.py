@@ -87,15 +87,63 @@ def parse_flags(argv):
     try:
         return flags.FLAGS(argv)
     except flags.Error as error:
-        sys.exit(f"error: {one_line(error)} (see --helpshort)")
+        sys.exit(f"error: {one_line(error)} (see --helpshort){_flagfile_giving(error, argv)}")
+    except UnicodeDecodeError as error:  # absl reads a --flagfile as text
+        path = flagfile_holding(None, argv[1:])
+        sys.exit(f"error: a --flagfile{f' ({path})' if path else ''} is not UTF-8 text "
+                 f"({error}); save it as UTF-8.")
+
+
+def _flagfile_giving(error, argv):
+    """"; <file> gives it: remove that line" when `error` names an unknown flag that a
+    --flagfile gives rather than the command line (a run's flags.txt naming a removed flag);
+    else ""."""
+    name = getattr(error, "flagname", None)  # absl's UnrecognizedFlagError has one
+    if not name or f"--{name}" in (argument.split("=")[0] for argument in argv[1:]):
+        return ""
+    holder = flagfile_holding(lambda line: line.lstrip("-").split("=")[0] == name, argv[1:])
+    return f"; {holder} gives it: remove that line" if holder else ""
+
+
+def _flagfiles(arguments):
+    """The files `arguments` name with --flagfile, in either form absl reads."""
+    files = []
+    for argument, following in zip(arguments, [*arguments[1:], ""]):
+        name, given, value = argument.partition("=")
+        if name in ("--flagfile", "-flagfile"):
+            files.append(value if given else following)
+    return files
+
+
+def flagfile_holding(is_the_line, arguments):
+    """The first file a --flagfile of `arguments` names with a line (stripped) for which
+    `is_the_line` is true; with `is_the_line` None, the first that is not UTF-8 text. None when
+    none does (a file nested in another is not searched)."""
+    for path in _flagfiles(arguments):
+        try:
+            with open(path, encoding="utf-8") as f:
+                lines = [line.strip() for line in f]
+        except UnicodeDecodeError:
+            if is_the_line is None:
+                return path
+            continue
+        except OSError:
+            continue
+        if is_the_line is not None and any(map(is_the_line, lines)):
+            return path
+    return None
 
 
 def check_usage(argv, required_flags=(), hint="see --help"):
     """Raises ConfigurationError when there are positional arguments (absl leaves anything
     that is not `--name=value` in argv) or a flag of `required_flags` is unset."""
     if len(argv) > 1:
-        raise ConfigurationError(f"unexpected arguments {argv[1:]}; flags look like "
-                                 f"--name=value.")
+        read = [argument for argument in argv[1:] if argument not in sys.argv[1:]]
+        holder = read and flagfile_holding(lambda line: line == read[0], sys.argv[1:])
+        where = (f" ({holder} has {read[0]!r} on a line: make it a flag, or a comment with #)"
+                 if holder else "")
+        raise ConfigurationError(
+            f"unexpected arguments {argv[1:]}; flags look like --name=value{where}.")
     missing = [name for name in required_flags if not flags.FLAGS[name].value]
     if missing:
         raise ConfigurationError(f"missing {', '.join('--' + name for name in missing)}; {hint}.")
