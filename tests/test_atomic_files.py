@@ -4,6 +4,8 @@ import os
 
 import pytest
 
+from conftest import HANG_GUARD_S
+
 from t2t_repro.utils import atomic_files
 from t2t_repro.utils.atomic_files import atomic_path, is_temporary, write_text_atomically
 
@@ -80,3 +82,47 @@ def test_is_temporary_recognises_the_temporary_and_nothing_else(tmp_path):
                   "ckpt-1.weights.h5", "12"):
         assert not is_temporary(other), other
         assert atomic_files.target_name(other) is None
+
+
+def test_a_symbolic_links_target_is_replaced_and_the_link_kept(tmp_path):
+    target = tmp_path / "kept.txt"
+    target.write_text("old\n")
+    link = tmp_path / "link.txt"
+    link.symlink_to(target)
+    write_text_atomically(str(link), "new\n")
+    assert link.is_symlink() and os.readlink(link) == str(target)
+    assert target.read_text() == "new\n"
+    assert sorted(os.listdir(tmp_path)) == ["kept.txt", "link.txt"]
+
+
+def test_a_pipe_is_written_in_place_not_replaced_by_a_file(tmp_path):
+    """A FIFO (as a shell's `>(...)` gives) read by another process gets the text; a rename
+    would have put a file in its place, and the reader would get nothing."""
+    import threading
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    received = []
+    reader = threading.Thread(target=lambda: received.append(fifo.read_text()), daemon=True)
+    reader.start()
+    assert atomic_files.is_written_in_place(str(fifo))
+    write_text_atomically(str(fifo), "through the pipe\n")
+    reader.join(timeout=HANG_GUARD_S)
+    assert received == ["through the pipe\n"]
+    assert fifo.is_fifo() and os.listdir(tmp_path) == ["pipe"]
+
+
+def test_a_device_is_written_in_place(tmp_path):
+    """A null device made in the test's folder (as /dev/null is, which the decoder may be
+    given): it stays a device, and no file takes its place."""
+    import stat
+
+    device = tmp_path / "null"
+    try:
+        os.mknod(device, stat.S_IFCHR | 0o666, os.makedev(1, 3))
+    except PermissionError:
+        pytest.skip("making a device node needs root")
+    write_text_atomically(str(device), "discarded\n")
+    assert device.is_char_device() and os.listdir(tmp_path) == ["null"]
+    assert not atomic_files.is_written_in_place(str(tmp_path))
+    assert not atomic_files.is_written_in_place(str(tmp_path / "missing"))

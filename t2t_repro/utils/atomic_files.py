@@ -28,12 +28,26 @@ def _remove(path):
             os.remove(path)
 
 
+def is_written_in_place(path):
+    """Whether `path` exists as something other than a file or a folder: a device or a pipe
+    (`/dev/null`, `/dev/stdout`, a FIFO, a shell's `>(...)`), which a rename would replace
+    with a file instead of writing to."""
+    return os.path.exists(path) and not (os.path.isfile(path) or os.path.isdir(path))
+
+
 @contextlib.contextmanager
 def atomic_path(path):
     """Yields a temporary path beside `path` to write a file or a folder at; on leaving the
     block without an error, fsyncs it (a file) and renames it over `path`. On an error it
     removes the temporary and re-raises, leaving `path` as it was. A folder can only replace
-    a missing (or empty) `path`."""
+    a missing (or empty) `path`. A symbolic link's target is what is replaced, so the link
+    stays; a device or a pipe (`is_written_in_place`) is yielded itself, and written as a
+    shell's redirection writes it."""
+    if is_written_in_place(path):
+        yield path
+        return
+    if os.path.islink(path):
+        path = os.path.realpath(path)
     temporary = temporary_path(path)
     try:
         yield temporary
