@@ -88,15 +88,21 @@ def save_weights(model, path):
 
 
 def check_readable(path):
-    """ConfigurationError naming `path` when it is no HDF5 file (cut short or written over
+    """ConfigurationError naming `path` when h5py cannot open it (cut short, or written over
     outside the trainer, whose writes are atomic), where h5py's own error names no file."""
     import h5py
 
     if not h5py.is_hdf5(path):
-        raise ConfigurationError(
-            f"{path} is not a readable checkpoint (not HDF5: cut short or written over); "
-            f"restore it from a copy, or move it out of its folder (a run then resumes from "
-            f"the checkpoint before it).")
+        why = "not HDF5: cut short or written over"
+    else:
+        try:
+            with h5py.File(path, "r"):
+                return
+        except OSError as error:
+            why = f"HDF5 that h5py cannot open: {error}"
+    raise ConfigurationError(
+        f"{path} is not a readable checkpoint ({why}); restore it from a copy, or move it out "
+        f"of its folder (a run then resumes from the checkpoint before it).")
 
 
 def _stored_attribute(path, name):

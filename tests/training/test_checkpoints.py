@@ -1,6 +1,7 @@
 """CheckpointManager and CheckpointSchedule on a tiny compiled Keras model."""
 
 import os
+import re
 import types
 
 import keras
@@ -423,6 +424,21 @@ def test_a_checkpoint_written_over_is_an_error_naming_it_for_reading_and_resumin
         with pytest.raises(ConfigurationError) as raised:
             reads()
         assert str(raised.value) == message
+
+    # Cut short after its HDF5 signature: h5py's words come after the file's name.
+    oldest = checkpoints.list_checkpoints(str(tmp_path / "run"))[0][1]
+    os.remove(newest)
+    with open(oldest, "r+b") as f:
+        f.truncate(os.path.getsize(oldest) // 2)
+    for reads in (manager.restore,
+                  lambda: load_trained_model("transformer", hparams, AlgorithmicReverse(),
+                                             oldest)):
+        with pytest.raises(ConfigurationError) as raised:
+            reads()
+        assert re.fullmatch(
+            rf"{re.escape(oldest)} is not a readable checkpoint \(HDF5 that h5py cannot open: "
+            rf".*truncated file.*\); restore it from a copy, or move it out of its folder \(a "
+            rf"run then resumes from the checkpoint before it\)\.", str(raised.value))
 
 
 def test_a_checkpoint_read_as_another_problem_is_refused_naming_both(tmp_path):
