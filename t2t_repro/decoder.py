@@ -91,14 +91,17 @@ def score(problem, decode_hparams):
 
 
 def check_decode_to_file(problem):
-    """--decode_to_file must be a file that can be written, and none the decoder reads: its
-    input files, the run's records, the problem's vocabularies or any checkpoint."""
+    """--decode_to_file must be a file that can be written, and none the decoder reads (its
+    input files, the run's records, the problem's vocabularies, any checkpoint) or the run and
+    its data keep."""
     path = FLAGS.decode_to_file
     output_paths.check_output_file(path, "--decode_to_file")
     output_paths.check_not_an_input(path, "--decode_to_file", {
         **{f"--{name}": FLAGS[name].value for name in INPUT_FILE_FLAGS},
         **trained_run.records_and_vocabularies(problem)})
     output_paths.check_not_a_checkpoint(path, "--decode_to_file")
+    output_paths.check_not_kept(path, "--decode_to_file", FLAGS.output_dir, problem.data_dir,
+                                getattr(problem, "data_name", None))
 
 
 def run():
@@ -106,6 +109,10 @@ def run():
     from t2t_repro.decoding.text_decoding import (
         check_alignments_asked, create_decode_hparams, create_search, input_limit)
 
+    if FLAGS.decode_to_file and not (FLAGS.decode_from_file or FLAGS.score_file):
+        raise ConfigurationError("--decode_to_file needs --decode_from_file (or --score_file): "
+                                 "sentences read from stdin are decoded to stdout; redirect "
+                                 "it (> FILE) instead.")
     problem = problem_flags.create_problem()
     problem.check_data()
     if FLAGS.decode_to_file:  # before the work whose result it is to hold

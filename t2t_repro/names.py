@@ -12,6 +12,10 @@ EVAL_ATTENTION_SUBDIR = "eval_attention"  # TensorBoard's attention images, a ru
 LOCK_FILENAME = ".lock"  # locked by the trainer writing the folder (cli.run_folder_lock)
 BEST_SUBDIR = "best"  # the best checkpoint by the eval metric (training.best_checkpoint)
 BEST_RECORD_FILENAME = "best.json"  # in BEST_SUBDIR: its step, metric, value and decodes file
+# The subfolders of a run that the trainer (TensorBoard's runs, named after the modes train
+# and eval; the attention images; the best checkpoint) and the exporter write.
+RUN_SUBDIRS = ("train", "eval", EVAL_ATTENTION_SUBDIR, BEST_SUBDIR, EXPORT_SUBDIR,
+               CTRANSLATE2_SUBDIR)
 # The attribute of a checkpoint file's root holding its model's hparams, as JSON
 # (training.checkpoints.save_weights).
 CHECKPOINT_HPARAMS_ATTRIBUTE = "t2t_repro_hparams"

@@ -126,6 +126,49 @@ def test_the_shared_vocabulary_as_output_file_is_refused_naming_it(ende_data_dir
     assert vocabulary.read_bytes() == before
 
 
+def test_a_data_file_as_output_file_is_refused_naming_it(ende_data_dir, trained_run,
+                                                         test_files):
+    record = ende_data_dir / "translate_ende.datagen.json"
+    before = record.read_bytes()
+    result = run_decoder(ende_data_dir, trained_run, f"--decode_from_file={test_files['en']}",
+                         f"--decode_to_file={record}")
+    assert result.returncode == 1 and result.stderr.strip().splitlines() == [
+        f"error: --decode_to_file={record} is a file of the translate_ende data in "
+        f"{ende_data_dir}; writing it would replace it. Name another output file."]
+    assert record.read_bytes() == before
+
+
+def test_stdin_cannot_be_decoded_to_a_file(ende_data_dir, trained_run, tmp_path):
+    output = tmp_path / "out.de"
+    result = run_decoder(ende_data_dir, trained_run, f"--decode_to_file={output}",
+                         input="A man.\n")
+    assert result.returncode == 1 and result.stderr.strip().splitlines() == [
+        "error: --decode_to_file needs --decode_from_file (or --score_file): sentences read "
+        "from stdin are decoded to stdout; redirect it (> FILE) instead."]
+    assert not output.exists()
+
+
+def test_a_stdin_line_too_long_is_answered_by_a_blank_line(ende_data_dir, trained_run,
+                                                          test_files, decoded):
+    """The output keeps one line an input, as `cat file | decoder > out` needs."""
+    sources = test_files["en"].read_text(encoding="utf-8").splitlines()
+    typed = run_decoder(ende_data_dir, trained_run, "--max_input_tokens=40",
+                        input="".join(line + "\n" for line in [
+                            sources[0], "word " * 60, sources[1]]))
+    assert typed.returncode == 0, typed.stderr
+    assert "error: stdin line 2 skipped: " in typed.stderr
+    assert typed.stdout.split("\n") == [*output_lines(decoded.stdout)[:1], "",
+                                        *output_lines(decoded.stdout)[1:2], ""]
+
+
+def test_an_empty_input_gives_an_empty_output(ende_data_dir, trained_run, tmp_path):
+    empty = tmp_path / "empty.en"
+    empty.write_text("")
+    result = run_decoder(ende_data_dir, trained_run, f"--decode_from_file={empty}")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == ""
+
+
 def test_no_checkpoint_is_a_clear_error(ende_data_dir, trained_run, test_files, tmp_path):
     result = run_decoder(ende_data_dir, trained_run, f"--checkpoint_path={tmp_path}",
                          f"--decode_from_file={test_files['en']}")

@@ -3,8 +3,11 @@ missing or read-only is a one-line error at once, never a traceback or a result 
 end."""
 
 import os
+import re
 
 from t2t_repro.errors import ConfigurationError
+from t2t_repro.names import AVERAGED_MARKER, RUN_SUBDIRS
+from t2t_repro.utils.atomic_files import is_written_in_place
 
 
 def _nearest_existing(path):
@@ -36,10 +39,17 @@ def check_output_dir(path, flag="--output_dir"):
 
 def check_output_file(path, flag):
     """Raises ConfigurationError unless `path` names a file that can be written atomically: not
-    a folder, in an existing folder where this process can create a file beside it."""
+    a folder, in an existing folder where this process can create a file beside it. A device
+    or a pipe (`/dev/null`, a FIFO, a shell's `>(...)`) is written in place (`atomic_files`),
+    and need only be writable itself."""
     if os.path.isdir(path):
         raise ConfigurationError(f"{flag}={path} is a folder; name a file (in that folder or "
                                  f"elsewhere).")
+    if is_written_in_place(path):
+        if not os.access(path, os.W_OK):
+            raise ConfigurationError(f"{flag}={path} cannot be written by this user; name "
+                                     f"another output.")
+        return
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
         raise ConfigurationError(f"{flag}={path} cannot be written: its folder {folder} does not "
@@ -63,3 +73,28 @@ def check_not_a_checkpoint(path, flag):
     if path.endswith(".weights.h5") and os.path.exists(path):
         raise ConfigurationError(f"{flag}={path} is a checkpoint; writing it would replace it. "
                                  f"Name another output file.")
+
+
+def check_not_kept(path, flag, run_dir, data_dir, data_name):
+    """Raises ConfigurationError when the output `path` is an existing file that the run in
+    `run_dir` or its data keeps and reads again: a file of the data named `data_name` in
+    `data_dir` (datagen's record, examples and vocabularies, named `<data_name>.*` and
+    `<data_name>-*`), anything in the run's own subfolders (TensorBoard's events, the best
+    checkpoint's record, exports), or its averaged.json. New files may go anywhere, and other
+    files there (a decode written before) may be replaced."""
+    if not os.path.isfile(path):
+        return
+    real = os.path.realpath(path)
+    folder, name = os.path.split(real)
+    if (data_dir and data_name and folder == os.path.realpath(data_dir)
+            and re.match(rf"{re.escape(data_name)}[.-]", name)):
+        raise ConfigurationError(f"{flag}={path} is a file of the {data_name} data in "
+                                 f"{data_dir}; writing it would replace it. Name another "
+                                 f"output file.")
+    for subdir in RUN_SUBDIRS if run_dir else ():
+        if real.startswith(os.path.realpath(os.path.join(run_dir, subdir)) + os.sep):
+            raise ConfigurationError(f"{flag}={path} is a file in the run's {subdir}/; "
+                                     f"writing it would replace it. Name another output file.")
+    if run_dir and real == os.path.realpath(os.path.join(run_dir, AVERAGED_MARKER)):
+        raise ConfigurationError(f"{flag}={path} is the run's {AVERAGED_MARKER}; writing it "
+                                 f"would replace it. Name another output file.")

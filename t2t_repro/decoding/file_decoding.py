@@ -184,23 +184,30 @@ def decode_file(problem, search, decode_hparams, sources, id_lists, references=N
         alignments = iter(alignments)
         lines = [with_alignment(line, "" if skip else next(alignments))
                  for line, skip in zip(lines, blank)]
-    if output_path:
-        write_text_atomically(output_path, "".join(line + "\n" for line in lines))
-        print(f"Wrote {len(lines)} decodes to {output_path}.", file=stderr)
-    else:
-        print("\n".join(lines), file=stdout)
+    write_output_lines(lines, output_path, "decodes", stdout, stderr)
     if references is not None:
         best = [hypotheses[0][0] for hypotheses in beams]
         print("\n".join(problem.decode_report(sources, best, references)), file=stdout)
     return lines
 
 
+def write_output_lines(lines, output_path, what, stdout=None, stderr=None):
+    """`lines` (one an input) written whole to `output_path`, saying so on `stderr` as `what`
+    ("decodes"), or else printed on `stdout`, one each: no input, no line."""
+    if output_path:
+        write_text_atomically(output_path, "".join(line + "\n" for line in lines))
+        print(f"Wrote {len(lines)} {what} to {output_path}.", file=stderr)
+    else:
+        print("".join(line + "\n" for line in lines), end="", file=stdout)
+
+
 def decode_interactively(problem, search, decode_hparams, max_input_tokens, stdin=None,
                          stdout=None, stderr=None, aligner=None):
     """Decodes `stdin` (default sys.stdin; its bytes are read, split as files are) line by
     line, prompting on `stderr` when it is a terminal; a line the problem cannot encode, or
-    longer than the model or `max_input_tokens` takes, is reported on `stderr` and skipped.
-    With an `alignments.Aligner`, each line ends with a tab and its alignment."""
+    longer than the model or `max_input_tokens` takes, is reported on `stderr` and answered
+    as a blank line is, so that the output keeps one line an input. With an
+    `alignments.Aligner`, each line ends with a tab and its alignment."""
     from t2t_repro.data.problem import UnencodableInputError
     from t2t_repro.decoding.text_decoding import decode_encoded
 
@@ -216,16 +223,19 @@ def decode_interactively(problem, search, decode_hparams, max_input_tokens, stdi
         line_number, line = next(lines, (None, None))
         if line is None:
             return
-        if is_blank(line):
+        ids = None
+        if not is_blank(line):
+            try:
+                ids = problem.encode(line)
+                check_source_length(search.model, ids, max_input_tokens)
+            except (UnencodableInputError, ValueError) as error:
+                print(f"error: stdin line {line_number} skipped: {error}", file=stderr,
+                      flush=True)
+                ids = None
+        if ids is None:
             output = decode_output_line(blank_beams(decode_hparams), decode_hparams.return_beams)
             print(output if aligner is None else with_alignment(output, ""), file=stdout,
                   flush=True)
-            continue
-        try:
-            ids = problem.encode(line)
-            check_source_length(search.model, ids, max_input_tokens)
-        except (UnencodableInputError, ValueError) as error:
-            print(f"error: stdin line {line_number} skipped: {error}", file=stderr, flush=True)
             continue
         if aligner is None:
             beams = decode_encoded(problem, search, [ids], batch_size=1)[0]

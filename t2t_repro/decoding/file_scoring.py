@@ -4,9 +4,9 @@ line `source<TAB>target`, checked and encoded before any scoring; one output lin
 
 import sys
 
-from t2t_repro.decoding.file_decoding import ProgressPrinter, check_source_length
+from t2t_repro.decoding.file_decoding import (ProgressPrinter, check_source_length,
+                                              write_output_lines)
 from t2t_repro.errors import ConfigurationError
-from t2t_repro.utils.atomic_files import write_text_atomically
 from t2t_repro.utils.text_lines import read_lines, score_line, source_target_pair
 
 
@@ -46,9 +46,5 @@ def score_file(scorer, pairs, batch_size, output_path=None, stdout=None, stderr=
     stderr = sys.stderr if stderr is None else stderr
     results = score_id_pairs(scorer, pairs, batch_size, ProgressPrinter(stderr, "scored"))
     lines = [score_line(score, length) for score, length in results]
-    if output_path:
-        write_text_atomically(output_path, "".join(line + "\n" for line in lines))
-        print(f"Wrote {len(lines)} scores to {output_path}.", file=stderr)
-    else:
-        print("\n".join(lines), file=stdout if stdout is not None else sys.stdout)
+    write_output_lines(lines, output_path, "scores", stdout, stderr)
     return results

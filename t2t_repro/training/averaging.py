@@ -19,11 +19,9 @@ import ml_dtypes
 import numpy as np
 
 from t2t_repro import hparams as hparams_lib
-from t2t_repro.data.problem import EVAL, TRAIN
 from t2t_repro.errors import ConfigurationError, UserError, is_whole_number
-from t2t_repro.names import (AVERAGED_MARKER, AVERAGED_SUBDIR, BEST_SUBDIR, CTRANSLATE2_SUBDIR,
-                             EVAL_ATTENTION_SUBDIR, EXPORT_SUBDIR, FLAGS_FILENAME,
-                             HPARAMS_FILENAME)
+from t2t_repro.names import (AVERAGED_MARKER, AVERAGED_SUBDIR, BEST_SUBDIR, FLAGS_FILENAME,
+                             HPARAMS_FILENAME, RUN_SUBDIRS)
 from t2t_repro.training import run_records
 from t2t_repro.utils.atomic_files import atomic_path, write_text_atomically
 
@@ -116,11 +114,6 @@ def average_checkpoints(paths, output_path):
                     target[()] = (total / len(paths)).astype(dtype).view(target.dtype)
     return output_path
 
-
-# The folders of a run that the trainer (TensorBoard's train/ and eval/ runs, the attention
-# images, the best checkpoint) and the exporter write.
-RUN_SUBDIRS = (TRAIN, EVAL, EVAL_ATTENTION_SUBDIR, BEST_SUBDIR, EXPORT_SUBDIR,
-               CTRANSLATE2_SUBDIR)
 
 
 def average_run(output_dir, avg_dir, n, last=None, print_fn=print):
