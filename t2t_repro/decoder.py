@@ -10,8 +10,8 @@ them); the weights are the latest checkpoint there, or --checkpoint_path (a chec
 or a directory such as avg_checkpoints' output; without --output_dir, one names its run).
 With --decode_reference it prints the problem's scores: sacreBLEU and the paper's tokenized
 BLEU for translation. A source longer than --max_input_tokens (default: hparam max_length) is
-an error naming its line, never truncated; --decode_to_file is checked before anything is
-decoded.
+an error naming its line, never truncated (on stdin, reported and answered with an empty line);
+--decode_to_file is checked before anything is decoded.
 
 With --score_file (lines `source<TAB>target`) it scores given translations instead: one line
 per input, the target's log-probability given the source in nats (summed over its pieces, EOS

@@ -80,11 +80,12 @@ def test_a_file_line_the_problem_cannot_encode_stops_before_decoding(reverse_run
     assert "Decoding with" not in result.stderr and not decodes.exists()
 
 
-def test_a_stdin_line_the_problem_cannot_encode_is_reported_and_skipped(reverse_run):
+def test_a_stdin_line_the_problem_cannot_encode_is_reported_and_answered_blank(reverse_run):
     result = run_decoder(reverse_run, input="1 2 3\n4 x 5\n6 7\n")
     assert result.returncode == 0, result.stderr
     assert "stdin line 2 skipped: algorithmic_reverse accepts only the symbols" in result.stderr
-    assert len(output_lines(result.stdout)) == 2
+    lines = output_lines(result.stdout)  # one an input: the skipped one answered blank
+    assert len(lines) == 3 and lines[1] == ""
 
 
 @pytest.fixture(scope="module")
@@ -107,12 +108,13 @@ def test_a_file_line_longer_than_the_position_table_stops_before_decoding(
     assert not decodes.exists()
 
 
-def test_a_stdin_line_longer_than_the_position_table_is_reported_and_skipped(
+def test_a_stdin_line_longer_than_the_position_table_is_reported_and_answered_blank(
         learned_positions_run):
     result = run_decoder(learned_positions_run, input="1 2\n" + " ".join("1" * 9) + "\n3\n")
     assert result.returncode == 0, result.stderr
     assert "stdin line 2 skipped: The source has 10 positions" in result.stderr
-    assert len(output_lines(result.stdout)) == 2
+    lines = output_lines(result.stdout)  # one an input: the skipped one answered blank
+    assert len(lines) == 3 and lines[1] == ""
 
 
 def error_lines(stderr):
@@ -209,11 +211,12 @@ def test_a_file_line_over_max_input_tokens_stops_before_decoding(reverse_run, tm
     assert len(decodes.read_text().splitlines()) == 2
 
 
-def test_a_stdin_line_over_max_input_tokens_is_reported_and_skipped(reverse_run):
+def test_a_stdin_line_over_max_input_tokens_is_reported_and_answered_blank(reverse_run):
     result = run_decoder(reverse_run, input=f"1 2\n{LONG_SOURCE}\n3\n")
     assert result.returncode == 0, result.stderr
     assert "stdin line 2 skipped: the source has 31 tokens" in result.stderr
-    assert len(output_lines(result.stdout)) == 2
+    lines = output_lines(result.stdout)  # one an input: the skipped one answered blank
+    assert len(lines) == 3 and lines[1] == ""
 
 
 @pytest.mark.parametrize("name, content", [("notes.txt", b"not a checkpoint\n"),
@@ -483,3 +486,33 @@ def test_an_output_file_that_is_an_input_is_refused_before_it_is_replaced(revers
         f"error: --decode_to_file={output} is the {flag} file; writing it would replace it. "
         f"Name another output file."]
     assert given.read_text() == "3 4\n"
+
+
+def test_a_run_whose_data_folder_moved_decodes_with_the_new_place_given(ende_data_dir, ende_run,
+                                                                         tmp_path):
+    """flags.txt records the data folder's old place; given its new one, the decoder takes it,
+    says so, and decodes as the run does in place."""
+    run, gone = tmp_path / "run", tmp_path / "gone"
+    run.mkdir()
+    for name in ("hparams.json", "ckpt-100.weights.h5"):
+        shutil.copy(ende_run / name, run / name)
+    (run / "flags.txt").write_text((ende_run / "flags.txt").read_text().replace(
+        f"--data_dir={ende_data_dir}\n", f"--data_dir={gone}\n"))
+    assert f"--data_dir={gone}\n" in (run / "flags.txt").read_text()
+    search = ("--decode_hparams=beam_size=1,extra_length=5",)
+    moved = run_module("t2t_repro.decoder", f"--output_dir={run}", f"--data_dir={ende_data_dir}",
+                       *search, input="A man rides a horse.\nTwo dogs play.\n")
+    in_place = run_module("t2t_repro.decoder", f"--output_dir={ende_run}", *search,
+                          input="A man rides a horse.\nTwo dogs play.\n")
+    assert moved.returncode == 0, moved.stderr
+    assert (f"Using --data_dir={ende_data_dir}: {gone}, which {run / 'flags.txt'} records, is "
+            f"gone (moved?); the checkpoint's vocabulary digests check that this is its data."
+            in moved.stderr.splitlines())
+    assert len(output_lines(moved.stdout)) == 2 and moved.stdout == in_place.stdout
+    # Its checkpoint read by a run in place: the vocabulary files it records are gone, and its
+    # stored digests vouch for it.
+    read_by_another = run_module("t2t_repro.decoder", f"--output_dir={ende_run}",
+                                 f"--checkpoint_path={run / 'ckpt-100.weights.h5'}", *search,
+                                 input="A man rides a horse.\nTwo dogs play.\n")
+    assert read_by_another.returncode == 0, read_by_another.stderr
+    assert read_by_another.stdout == in_place.stdout

@@ -91,12 +91,13 @@ def records_and_vocabularies(problem):
 def check_run_vocabulary(named, run_dir, problem):
     """ConfigurationError naming the checkpoint (`named`, as the message calls it) and both
     vocabulary files when `run_dir`, the run it belongs to, was trained on another vocabulary
-    (either side) than `problem` decodes with. A run whose problem has no vocabulary file, or
-    that records no problem, passes."""
+    (either side) than `problem` decodes with. A run whose problem has no vocabulary file,
+    that records no problem, or whose data folder is gone (moved: the checkpoint's vocabulary
+    digests are checked when it loads), passes."""
     recorded = recorded_problem(run_dir)
     theirs = getattr(recorded, "vocabulary_paths", None)
     ours = getattr(problem, "vocabulary_paths", None)
-    if theirs is None or theirs == ours:
+    if theirs is None or theirs == ours or not os.path.isdir(recorded.data_dir or ""):
         return
     same = ours is not None and len(theirs) == len(ours) and all(
         os.path.exists(their_file) and filecmp.cmp(their_file, our_file, shallow=False)
@@ -124,7 +125,8 @@ def adopt_run_flags():
     """Sets --problem, --data_dir and --t2t_usr_dir from --output_dir's flags.txt where they
     were not given, and says so in one line; a given value that disagrees with the run's is a
     ConfigurationError naming both, and so is a recorded relative path that names nothing
-    from here."""
+    from here. A given --data_dir replaces a recorded one that is gone (a data folder moved),
+    saying so."""
     flags_path = os.path.join(FLAGS.output_dir, FLAGS_FILENAME)
     recorded = recorded_flags(FLAGS.output_dir)
     adopted = []
@@ -139,6 +141,11 @@ def adopt_run_flags():
             FLAGS[name].value = recorded[name]
             adopted.append(f"--{name}={recorded[name]}")
         elif not same_value(name, given, recorded[name]):
+            if name == "data_dir" and not os.path.exists(recorded[name]):
+                print(f"Using --data_dir={given}: {recorded[name]}, which {flags_path} "
+                      f"records, is gone (moved?); the checkpoint's vocabulary digests check "
+                      f"that this is its data.", file=sys.stderr)
+                continue
             raise ConfigurationError(
                 f"--{name}={given} disagrees with --{name}={recorded[name]} that "
                 f"{flags_path} records for this run; leave --{name} out to use the run's, or "
