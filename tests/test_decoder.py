@@ -175,6 +175,11 @@ def test_no_checkpoint_is_a_clear_error(ende_data_dir, trained_run, test_files, 
     assert result.returncode != 0
     assert (f"--checkpoint_path={tmp_path} holds no checkpoint (ckpt-<step>.weights.h5); train "
             f"first, or name a checkpoint file or a folder holding one." in result.stderr)
+    missing = run_decoder(ende_data_dir, trained_run, f"--checkpoint_path={tmp_path / 'gone'}",
+                          f"--decode_from_file={test_files['en']}")
+    assert missing.returncode == 1 and missing.stderr.strip().splitlines()[-1] == (
+        f"error: --checkpoint_path={tmp_path / 'gone'} does not exist; name a checkpoint file "
+        f"or a folder holding one.")
 
 
 def test_a_search_out_of_memory_is_one_line_naming_the_settings_to_lower(

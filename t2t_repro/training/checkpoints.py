@@ -226,6 +226,9 @@ def named_checkpoint(path, named=None):
     if os.path.isfile(path):
         check_checkpoint_file(path, named)
         return path
+    if not os.path.exists(path):
+        raise ConfigurationError(f"{named} does not exist; name a checkpoint file or a folder "
+                                 f"holding one.")
     checkpoint = latest_checkpoint(path)
     if checkpoint is None:
         raise ConfigurationError(
