@@ -195,8 +195,8 @@ def test_a_search_out_of_memory_is_one_line_naming_the_settings_to_lower(
                          "--decode_hparams=beam_size=3,extra_length=7,batch_size=4")
     assert result.returncode == 1
     assert result.stderr.splitlines()[-1] == (
-        f"error: decoding ran out of memory ({NUMPY_OUT_OF_MEMORY}); lower beam_size (now 3), batch_size (now 4 sentences) or extra_length (now 7 tokens) "
-        f"in --decode_hparams.")
+        f"error: decoding ran out of memory ({NUMPY_OUT_OF_MEMORY}); lower beam_size (now 3), "
+        f"batch_size (now 4 sentences) or extra_length (now 7 tokens) in --decode_hparams.")
     assert not output.exists()
 
 
