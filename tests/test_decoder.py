@@ -114,28 +114,20 @@ def test_a_misaligned_reference_is_refused_before_decoding(ende_data_dir, traine
     assert output.read_text(encoding="utf-8") == "saved earlier\n"
 
 
-def test_the_shared_vocabulary_as_output_file_is_refused_naming_it(ende_data_dir, trained_run,
-                                                                   test_files):
-    vocabulary = ende_data_dir / "translate_ende.spm.model"
-    before = vocabulary.read_bytes()
+@pytest.mark.parametrize("name, what", [
+    ("translate_ende.spm.model", "is the vocabulary file"),  # the one both sides share
+    ("translate_ende.datagen.json", "is a file of the translate_ende data in {data_dir}"),
+])
+def test_a_data_file_as_output_file_is_refused_naming_it(ende_data_dir, trained_run, test_files,
+                                                         name, what):
+    kept = ende_data_dir / name
+    before = kept.read_bytes()
     result = run_decoder(ende_data_dir, trained_run, f"--decode_from_file={test_files['en']}",
-                         f"--decode_to_file={vocabulary}")
+                         f"--decode_to_file={kept}")
     assert result.returncode == 1 and result.stderr.strip().splitlines() == [
-        f"error: --decode_to_file={vocabulary} is the vocabulary file; writing it would replace "
-        f"it. Name another output file."]
-    assert vocabulary.read_bytes() == before
-
-
-def test_a_data_file_as_output_file_is_refused_naming_it(ende_data_dir, trained_run,
-                                                         test_files):
-    record = ende_data_dir / "translate_ende.datagen.json"
-    before = record.read_bytes()
-    result = run_decoder(ende_data_dir, trained_run, f"--decode_from_file={test_files['en']}",
-                         f"--decode_to_file={record}")
-    assert result.returncode == 1 and result.stderr.strip().splitlines() == [
-        f"error: --decode_to_file={record} is a file of the translate_ende data in "
-        f"{ende_data_dir}; writing it would replace it. Name another output file."]
-    assert record.read_bytes() == before
+        f"error: --decode_to_file={kept} {what.format(data_dir=ende_data_dir)}; writing it would "
+        f"replace it. Name another output file."]
+    assert kept.read_bytes() == before
 
 
 def test_stdin_cannot_be_decoded_to_a_file(ende_data_dir, trained_run, tmp_path):
