@@ -86,15 +86,15 @@ def check_not_kept(path, flag, run_dir, data_dir, data_name):
         return
     real = os.path.realpath(path)
     folder, name = os.path.split(real)
+    kept = None
     if (data_dir and data_name and folder == os.path.realpath(data_dir)
             and re.match(rf"{re.escape(data_name)}[.-]", name)):
-        raise ConfigurationError(f"{flag}={path} is a file of the {data_name} data in "
-                                 f"{data_dir}; writing it would replace it. Name another "
-                                 f"output file.")
+        kept = f"a file of the {data_name} data in {data_dir}"
     for subdir in RUN_SUBDIRS if run_dir else ():
         if real.startswith(os.path.realpath(os.path.join(run_dir, subdir)) + os.sep):
-            raise ConfigurationError(f"{flag}={path} is a file in the run's {subdir}/; "
-                                     f"writing it would replace it. Name another output file.")
+            kept = f"a file in the run's {subdir}/"
     if run_dir and real == os.path.realpath(os.path.join(run_dir, AVERAGED_MARKER)):
-        raise ConfigurationError(f"{flag}={path} is the run's {AVERAGED_MARKER}; writing it "
-                                 f"would replace it. Name another output file.")
+        kept = f"the run's {AVERAGED_MARKER}"
+    if kept:
+        raise ConfigurationError(f"{flag}={path} is {kept}; writing it would replace it. Name "
+                                 f"another output file.")

@@ -9,6 +9,7 @@ built for, so that a checkpoint copied out of its run still says what model it i
 learned and what text it reads.
 """
 
+import contextlib
 import hashlib
 import json
 import os
@@ -90,26 +91,34 @@ def save_weights(model, path):
 def check_readable(path):
     """ConfigurationError naming `path` when h5py cannot open it (cut short, or written over
     outside the trainer, whose writes are atomic), where h5py's own error names no file."""
+    with _opened(path):
+        pass
+
+
+@contextlib.contextmanager
+def _opened(path):
+    """The checkpoint `path` open for reading with h5py; the ConfigurationError of
+    `check_readable` when it cannot be."""
     import h5py
 
     if not h5py.is_hdf5(path):
         why = "not HDF5: cut short or written over"
     else:
         try:
-            with h5py.File(path, "r"):
-                return
+            weights = h5py.File(path, "r")
         except OSError as error:
             why = f"HDF5 that h5py cannot open: {error}"
+        else:
+            with weights:
+                yield weights
+            return
     raise ConfigurationError(
         f"{path} is not a readable checkpoint ({why}); restore it from a copy, or move it out "
         f"of its folder (a run then resumes from the checkpoint before it).")
 
 
 def _stored_attribute(path, name):
-    import h5py
-
-    check_readable(path)
-    with h5py.File(path, "r") as weights:
+    with _opened(path) as weights:
         return weights.attrs.get(name)
 
 
