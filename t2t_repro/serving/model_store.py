@@ -17,6 +17,7 @@ from tensorflow.core.protobuf import saved_model_pb2
 
 from t2t_repro.errors import UserError
 from t2t_repro.names import EXPORT_FORMAT_FILES
+from t2t_repro.utils import out_of_memory
 from t2t_repro.utils.stderr_lines import (
     SENTENCEPIECE_IDENTITY_NORMALIZATION, UNSAVED_CUSTOM_GRADIENTS, absl_log_dropped,
     lines_dropped)
@@ -41,6 +42,12 @@ class ExportNotFoundError(UserError, ValueError):
 class ModelInputError(ValueError):
     """The model rejected an input (tf.errors.InvalidArgumentError, e.g. one too long); the
     message is the model's own, without TensorFlow's graph noise."""
+
+
+class ModelOutOfMemoryError(MemoryError):
+    """A call could not allocate the memory its instances need (TensorFlow's
+    ResourceExhaustedError); the message names how many instances and what it could not
+    allocate. Fewer instances at once may fit."""
 
 
 class ServableNotFoundError(LookupError):
@@ -133,13 +140,19 @@ class ServedModel:
     def predict(self, signature_name, instances):
         """Runs the signature on `instances` ({input name: bytes} each) as one batch; returns
         {output name: JSON value} for each instance. An input the model rejects raises
-        ModelInputError."""
+        ModelInputError, a call out of memory ModelOutOfMemoryError."""
         inputs = {name: tf.constant([instance[name] for instance in instances], tf.string)
                   for name in self.input_names(signature_name)}
         try:
             outputs = self.signatures[signature_name](**inputs)
         except tf.errors.InvalidArgumentError as error:
             raise ModelInputError(model_error_text(error.message)) from None
+        except Exception as error:
+            if not out_of_memory.is_out_of_memory(error):
+                raise
+            raise ModelOutOfMemoryError(f"The model ran out of memory on {len(instances)} "
+                                        f"instances ({out_of_memory.allocation(error)})") \
+                from None
         columns = {name: json_output(outputs[name].numpy())
                    for name in self.output_names(signature_name)}
         return [{name: column[row] for name, column in columns.items()}

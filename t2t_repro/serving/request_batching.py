@@ -10,8 +10,9 @@ uses every core inside a call, and while it runs the next batch fills. Instances
 queues together are bounded by `max_enqueued_instances`; past that a request is refused with
 QueueFullError at once rather than waiting without end.
 
-A call that fails with one of `request_errors` (an error one request's bad input causes, such
-as a too-long input) is run again request by request, so only the bad request gets the error.
+A call that fails with one of `request_errors` (an error one request's input causes, such as a
+too-long input, or one that fewer instances may avoid, such as running out of memory) is run
+again request by request, so only a request that fails alone gets the error.
 """
 
 import asyncio

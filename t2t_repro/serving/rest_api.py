@@ -33,7 +33,8 @@ from starlette.routing import Route
 
 from t2t_repro.names import BEST_SIGNATURE
 from t2t_repro.serving import connections
-from t2t_repro.serving.model_store import ModelInputError, ServableNotFoundError
+from t2t_repro.serving.model_store import (ModelInputError, ModelOutOfMemoryError,
+                                           ServableNotFoundError)
 from t2t_repro.serving.request_batching import (BatchingOptions, QueueFullError, RequestBatcher,
                                                 UnbatchedRunner)
 
@@ -318,9 +319,12 @@ def create_app(store, options=ServerOptions()):
             store.model.predict,
             BatchingOptions(options.max_batch_size, options.batch_timeout_micros / 1e6,
                             options.max_enqueued_instances),
-            request_errors=(ModelInputError,))
+            request_errors=(ModelInputError, ModelOutOfMemoryError))
+        lower = f"--max_batch_size (now {options.max_batch_size})"
     else:
         runner = UnbatchedRunner(store.model.predict)
+        lower = f"--max_instances_per_request (now {options.max_instances_per_request})"
+    events = connections.ThrottledLog(interval_s=options.log_interval_s)
 
     def version_of(request):
         return request.path_params.get("version")
@@ -346,6 +350,10 @@ def create_app(store, options=ServerOptions()):
                 request, runner.submit(parsed.signature_name, parsed.instances))
         except ModelInputError as error:
             raise RequestError(str(error)) from None
+        except ModelOutOfMemoryError as error:
+            message = f"{error}; send fewer or shorter instances, or serve with a lower {lower}."
+            events.report("out_of_memory", message)
+            raise RequestError(message, status=429) from None  # TF Serving's RESOURCE_EXHAUSTED
         except QueueFullError as error:
             raise RequestError(str(error), status=503) from None
         except asyncio.CancelledError:
@@ -370,8 +378,6 @@ def create_app(store, options=ServerOptions()):
 
     async def internal_error(request, error):
         return json_response({"error": "Internal Server Error"}, 500)
-
-    events = connections.ThrottledLog(interval_s=options.log_interval_s)
 
     async def client_gone(request, error):
         client = request.client

@@ -815,6 +815,71 @@ def test_a_server_error_is_json_too(store):
             500, {"error": "Internal Server Error"})
 
 
+OOM_SHAPE = "[3,64,1000000000]"
+
+
+class MemoryBoundSignature:
+    """A served signature that runs out of memory, as TensorFlow reports it, on more than
+    `most` instances at once (the real allocation failure would first be retried for 10 s)."""
+
+    def __init__(self, signature, most):
+        self.signature = signature
+        self.most = most
+        self.structured_input_signature = signature.structured_input_signature
+        self.structured_outputs = signature.structured_outputs
+
+    def __call__(self, **inputs):
+        if len(inputs["inputs"]) > self.most:
+            raise tf.errors.ResourceExhaustedError(None, None, (
+                f"OOM when allocating tensor with shape{OOM_SHAPE} and type float on "
+                "/job:localhost/replica:0/task:0/device:CPU:0 by allocator mklcpu [Op:MatMul]"))
+        return self.signature(**inputs)
+
+
+def memory_bound_store(store, most):
+    """A store serving `store`'s model with every signature a MemoryBoundSignature; its calls
+    recorded by the CallRecorder returned."""
+    model = copy.copy(store.model)
+    model.signatures = {name: MemoryBoundSignature(signature, most)
+                        for name, signature in store.model.signatures.items()}
+    model.predict = recorder = CallRecorder(model.predict)
+    return model_store.ModelStore(model), recorder
+
+
+def out_of_memory_reply(instances, lower):
+    return 429, {"error": (
+        f"The model ran out of memory on {instances} instances (OOM when allocating tensor "
+        f"with shape{OOM_SHAPE}); send fewer or shorter instances, or serve with a lower "
+        f"{lower}.")}
+
+
+def test_a_merged_call_out_of_memory_is_run_request_by_request(store):
+    recorded, recorder = memory_bound_store(store, most=2)
+    options = rest_api.ServerOptions(max_batch_size=64, batch_timeout_micros=500_000,
+                                     log_interval_s=0)
+    texts = [["a", "b"], ["c"], ["d", "e", "f"], ["g", "h"]]
+    with running_server(recorded, options) as address, server_log() as log:
+        replies = concurrently(address, [{"instances": batch} for batch in texts])
+        assert predict(address, {"instances": ["i"]}) == (
+            200, {"predictions": expected_predictions(["i"])})
+    assert replies[2] == out_of_memory_reply(3, "--max_batch_size (now 64)")
+    for index in (0, 1, 3):
+        assert replies[index] == (200, {"predictions": expected_predictions(texts[index])})
+    assert any(len(call) > 3 for call in recorder.calls)  # merged first
+    [record] = log.records
+    assert record.getMessage() == replies[2][1]["error"] and record.exc_info is None
+
+
+def test_a_request_out_of_memory_without_batching_names_the_instances_per_request(store):
+    recorded, _ = memory_bound_store(store, most=1)
+    options = dataclasses.replace(OPTIONS, enable_batching=False)
+    with running_server(recorded, options) as address:
+        assert predict(address, {"instances": ["a", "b"]}) == out_of_memory_reply(
+            2, "--max_instances_per_request (now 16)")
+        assert predict(address, {"instances": ["c"]}) == (
+            200, {"predictions": expected_predictions(["c"])})
+
+
 @pytest.mark.parametrize("flag, message", [
     ("--max_connections=1000000000", ("--max_connections=1000000000 is more than the "
                                       "open-file limit allows (ulimit -n: ")),
