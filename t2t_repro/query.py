@@ -12,9 +12,10 @@ tab-separated, as the decoder's `return_beams` prints them. With --score each li
 log-probability given the source (nats, EOS included) and its pieces, tab-separated, as the
 decoder's --score_file writes them. Typed at a terminal, each line is
 sent as it is entered. A server error stops the run with a non-zero status (at a terminal it is
-reported and the session goes on); when the server rejects a line (a 400), or a --score line
-has not exactly one tab, the translations of the lines before it are printed and the error
-names its line. Needs no TensorFlow.
+reported and the session goes on); a batch the server runs out of memory on (a 429) is sent
+again line by line; when the server rejects a line (a 400, or a 429 for the line alone), or a
+--score line has not exactly one tab, the translations of the lines before it are printed and
+the error names its line. Needs no TensorFlow.
 """
 
 import itertools

@@ -128,15 +128,19 @@ def _predict(server, model_name, instances, signature_name, timeout, answer=None
         raise QueryError(f"the request to {url} failed: {error!r}") from None
 
 
+# A bad line, or a call out of memory (the server's answer when fewer instances may fit).
+_SENT_AGAIN_LINE_BY_LINE = (HTTPStatus.BAD_REQUEST, HTTPStatus.TOO_MANY_REQUESTS)
+
+
 def answers_in_batches(send, numbered_lines, batch_size, label):
     """Yields the answers of `numbered_lines` ((line number, text) pairs of the stream `label`),
     a batch's list at a time, in order; `send(texts)` makes one request of them and returns
     their answers, or raises ValueError for a text it cannot send.
 
-    A batch the server rejects as bad (HTTP 400), or that holds a text `send` refuses, is sent
-    again line by line, so that the answers of the lines before the bad one are yielded and
-    the QueryError raised names its line rather than its place in the batch. Any other server
-    error is raised as it is.
+    A batch the server rejects as bad (HTTP 400) or runs out of memory on (429), or that holds
+    a text `send` refuses, is sent again line by line, so that the answers of the lines before
+    the bad one are yielded and the QueryError raised names its line rather than its place in
+    the batch. Any other server error is raised as it is.
     """
     lines = iter(numbered_lines)
     while batch := list(itertools.islice(lines, batch_size)):
@@ -145,7 +149,7 @@ def answers_in_batches(send, numbered_lines, batch_size, label):
                 yield send([text for _, text in batch])
                 continue
             except ServerError as error:
-                if error.status != HTTPStatus.BAD_REQUEST:
+                if error.status not in _SENT_AGAIN_LINE_BY_LINE:
                     raise
             except ValueError:
                 pass
@@ -154,12 +158,12 @@ def answers_in_batches(send, numbered_lines, batch_size, label):
 
 
 def _answer_of_line(send, number, text, label):
-    """`send([text])`; the server's refusal of it (400) or `send`'s ValueError is a QueryError
-    naming line `number` of `label`."""
+    """`send([text])`; the server's refusal of it (400, 429) or `send`'s ValueError is a
+    QueryError naming line `number` of `label`."""
     try:
         return send([text])
     except ServerError as error:
-        if error.status != HTTPStatus.BAD_REQUEST:
+        if error.status not in _SENT_AGAIN_LINE_BY_LINE:
             raise
         raise QueryError(f"{label} line {number}: {error}") from None
     except ValueError as error:

@@ -150,9 +150,9 @@ class ServedModel:
         except Exception as error:
             if not out_of_memory.is_out_of_memory(error):
                 raise
-            raise ModelOutOfMemoryError(f"The model ran out of memory on {len(instances)} "
-                                        f"instances ({out_of_memory.allocation(error)})") \
-                from None
+            count = f"{len(instances)} instance{'s' if len(instances) > 1 else ''}"
+            raise ModelOutOfMemoryError(f"The model ran out of memory on {count} "
+                                        f"({out_of_memory.allocation(error)})") from None
         columns = {name: json_output(outputs[name].numpy())
                    for name in self.output_names(signature_name)}
         return [{name: column[row] for name, column in columns.items()}

@@ -1,6 +1,7 @@
 """`client.answers_in_batches` with a stand-in for the server whose refusals are known: the
-answers come in order a batch at a time, and a refused batch is sent again line by line so
-that the error names the bad line after the answers of the lines before it."""
+answers come in order a batch at a time, and a refused batch (or one out of memory) is sent
+again line by line so that the error names the bad line after the answers of the lines before
+it."""
 
 import pytest
 
@@ -37,13 +38,14 @@ def test_answers_come_a_batch_at_a_time_in_order():
     assert server.requests == [["a", "b"], ["c", "d"], ["e"]]
 
 
-@pytest.mark.parametrize("bad_text, expected_error", [
-    ("bad", "in.txt line 4: refused (HTTP 400)"),
-    ("unsendable", "in.txt line 4: not a pair"),
+@pytest.mark.parametrize("bad_text, status, expected_error", [
+    ("bad", 400, "in.txt line 4: refused (HTTP 400)"),
+    ("bad", 429, "in.txt line 4: refused (HTTP 429)"),  # out of memory even alone
+    ("unsendable", 400, "in.txt line 4: not a pair"),
 ])
-def test_a_refused_batch_is_sent_line_by_line_and_the_error_names_the_line(bad_text,
+def test_a_refused_batch_is_sent_line_by_line_and_the_error_names_the_line(bad_text, status,
                                                                             expected_error):
-    server = Server()
+    server = Server(status)
     texts = ["a", "b", "c", bad_text, "e"]
     answers = answers_in_batches(server.send, numbered(texts), 3, "in.txt")
     assert next(answers) == ["A", "B", "C"]
@@ -52,6 +54,20 @@ def test_a_refused_batch_is_sent_line_by_line_and_the_error_names_the_line(bad_t
     assert str(error.value) == expected_error
     sent_alone = [["a", "b", "c"]] + ([[bad_text, "e"], [bad_text]] if bad_text == "bad" else [])
     assert server.requests == sent_alone
+
+
+def test_a_batch_out_of_memory_is_answered_line_by_line():
+    server = Server()
+
+    def send(texts):  # a server with memory for one text at a time
+        if len(texts) > 1:
+            server.requests.append(list(texts))
+            raise ServerError("The model ran out of memory on 2 instances", 429)
+        return server.send(texts)
+
+    assert list(answers_in_batches(send, numbered(["a", "b", "c"]), 2, "in.txt")) == [
+        ["A"], ["B"], ["C"]]
+    assert server.requests == [["a", "b"], ["a"], ["b"], ["c"]]
 
 
 def test_a_batch_refused_line_by_line_yields_the_lines_before_the_bad_one():

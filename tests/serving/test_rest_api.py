@@ -848,7 +848,7 @@ def memory_bound_store(store, most):
 
 def out_of_memory_reply(instances, lower):
     return 429, {"error": (
-        f"The model ran out of memory on {instances} instances (OOM when allocating tensor "
+        f"The model ran out of memory on {instances} (OOM when allocating tensor "
         f"with shape{OOM_SHAPE}); send fewer or shorter instances, or serve with a lower "
         f"{lower}.")}
 
@@ -862,7 +862,7 @@ def test_a_merged_call_out_of_memory_is_run_request_by_request(store):
         replies = concurrently(address, [{"instances": batch} for batch in texts])
         assert predict(address, {"instances": ["i"]}) == (
             200, {"predictions": expected_predictions(["i"])})
-    assert replies[2] == out_of_memory_reply(3, "--max_batch_size (now 64)")
+    assert replies[2] == out_of_memory_reply("3 instances", "--max_batch_size (now 64)")
     for index in (0, 1, 3):
         assert replies[index] == (200, {"predictions": expected_predictions(texts[index])})
     assert any(len(call) > 3 for call in recorder.calls)  # merged first
@@ -871,13 +871,14 @@ def test_a_merged_call_out_of_memory_is_run_request_by_request(store):
 
 
 def test_a_request_out_of_memory_without_batching_names_the_instances_per_request(store):
-    recorded, _ = memory_bound_store(store, most=1)
+    recorded, _ = memory_bound_store(store, most=0)
     options = dataclasses.replace(OPTIONS, enable_batching=False)
     with running_server(recorded, options) as address:
-        assert predict(address, {"instances": ["a", "b"]}) == out_of_memory_reply(
-            2, "--max_instances_per_request (now 16)")
-        assert predict(address, {"instances": ["c"]}) == (
-            200, {"predictions": expected_predictions(["c"])})
+        assert predict(address, {"instances": ["a"]}) == out_of_memory_reply(
+            "1 instance", "--max_instances_per_request (now 16)")
+        recorded.model.signatures = store.model.signatures
+        assert predict(address, {"instances": ["a", "b"]}) == (
+            200, {"predictions": expected_predictions(["a", "b"])})
 
 
 @pytest.mark.parametrize("flag, message", [
