@@ -107,9 +107,11 @@ ALIASES = (
     FlagAlias("xla_compile", "jit_compile"),
 )
 
-def trainer_flags_text():
+def trainer_flags_text(started_from=None):
     """The trainer's flags as `--name=value` lines, loadable again with `--flagfile`; aliases
-    are recorded under our names, paths as absolute ones (`run_records.flag_line`)."""
+    are recorded under our names, paths as absolute ones (`run_records.flag_line`).
+    `started_from`: the --warm_start_from to record when the flag is not given, for a run
+    resumed from its own checkpoints that the record says began there."""
     modules = {
         FLAGS.find_module_defining_flag(name)
         for name in ("problem", "hparams_set", "train_steps", "t2t_usr_dir", "random_seed")
@@ -123,6 +125,8 @@ def trainer_flags_text():
     lines = [run_records.flag_line(flag.name, flag.value)
              if flag.name in PATH_FLAGS and flag.value else flag.serialize()
              for flag in own_flags]
+    if started_from and not FLAGS.warm_start_from:
+        lines.append(run_records.flag_line("warm_start_from", started_from))
     return "".join(line + "\n" for line in lines if line)  # unset flags serialize as ""
 
 
@@ -137,7 +141,9 @@ def save_flags(output_dir, train_steps, best=None):
     trained = checkpoints.checkpoint_step(newest) if newest else 0
     stopped = best is not None and best.should_stop(trained)
     if FLAGS.schedule != "evaluate" and trained < train_steps and not stopped:
-        write_text_atomically(os.path.join(output_dir, FLAGS_FILENAME), trainer_flags_text())
+        started_from = newest and run_records.recorded_flags(output_dir).get("warm_start_from")
+        write_text_atomically(os.path.join(output_dir, FLAGS_FILENAME),
+                              trainer_flags_text(started_from))
 
 
 def show_decodes(problem, model, count):

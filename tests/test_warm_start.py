@@ -68,12 +68,17 @@ def test_a_warm_started_run_counts_from_step_0_and_resumes_from_its_own_checkpoi
     assert f"Warm-started from {source_checkpoint}" in first.stdout
     assert [step for step, _ in checkpoints.list_checkpoints(output_dir)] == [2, 4]
     assert f"--warm_start_from={source_run}" in (output_dir / "flags.txt").read_text()
-    # Stopped at step 4 and run again (as after a kill): its own checkpoint, not the source.
-    resumed = trainer(*tuned, "--train_steps=6")
+    # Stopped at step 4 and run again (as after a kill): its own checkpoint, not the source,
+    # with the flag left out as its refusal below advises, and its record of the start kept.
+    resumed = trainer(*tuned[:2], "--schedule=train", "--train_steps=6")
     assert resumed.returncode == 0, resumed.stderr
     assert f"Resumed from {output_dir}/ckpt-4.weights.h5 at step 4." in resumed.stdout
     assert "Warm-started" not in resumed.stdout
     assert checkpoints.list_checkpoints(output_dir)[-1][0] == 6
+    assert f"--warm_start_from={source_run}" in (output_dir / "flags.txt").read_text()
+    again = trainer(*tuned, "--train_steps=6")  # the first command, once more
+    assert again.returncode == 0, again.stderr
+    assert "Already trained 6 of 6 steps; nothing to do." in again.stdout
     # Another source for a run with checkpoints of its own would be ignored: refused.
     flags_before = (output_dir / "flags.txt").read_text()
     elsewhere = trainer(*tuned[:2], f"--warm_start_from={source_checkpoint}", "--train_steps=8")
