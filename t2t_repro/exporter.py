@@ -99,7 +99,7 @@ def export_saved_model(problem, hparams, decode_hparams, checkpoint, model, targ
     info = {
         "problem": problem.name,
         "checkpoint": os.path.abspath(checkpoint),
-        "hparams": hparams.values(),
+        "hparams": model.hparams.values(),  # as the problem's data adapts them
         "decode_hparams": decode_hparams.values(),
         "decode_precision": FLAGS.decode_precision,
         "max_input_tokens": module.max_input_tokens,
@@ -118,7 +118,7 @@ def export_ctranslate2(problem, hparams, decode_hparams, checkpoint, model, targ
     # CTranslate2's return_attention: the decode hparams' alignment layer and heads.
     check_alignment_hparams(decode_hparams, len(model.decoder_layers), hparams.num_heads)
     info = {"problem": problem.name, "checkpoint": os.path.abspath(checkpoint),
-            "hparams": hparams.values()}
+            "hparams": model.hparams.values()}
     write_ctranslate2_model(model, problem, target, FLAGS.quantization, info,
                             alignment_layer=decode_hparams.alignment_layer,
                             alignment_heads=decode_hparams.alignment_heads)

@@ -438,6 +438,8 @@ def test_the_export_holds_both_models_and_answers_as_the_decoder(separate_run, c
     answers = export_runner(version, read_lines(corpus / "test.de"))
     assert answers["signatures"]["serving_default"]["outputs"] == output_lines(decoded.stdout)
     assert answers["project_modules"] == []
+    info = json.loads((version / "assets.extra" / "export_info.json").read_text())
+    assert info["hparams"]["shared_source_target_embedding"] is False  # the model's, not the set's
 
 
 def test_the_ctranslate2_conversion_decodes_as_our_search_id_for_id(separate_run, corpus):
@@ -448,6 +450,8 @@ def test_the_ctranslate2_conversion_decodes_as_our_search_id_for_id(separate_run
     ct2_dir = separate_run["run"] / "ctranslate2" / "30"
     assert (ct2_dir / "source.spm.model").read_bytes() == separate_run["source"].read_bytes()
     assert (ct2_dir / "target.spm.model").read_bytes() == separate_run["target"].read_bytes()
+    info = json.loads((ct2_dir / "t2t_repro_info.json").read_text())
+    assert info["hparams"]["shared_source_target_embedding"] is False
     source, target = spm(ct2_dir / "source.spm.model"), spm(ct2_dir / "target.spm.model")
     german = read_lines(corpus / "test.de")
     translator = ctranslate2.Translator(str(ct2_dir), device="cpu")
