@@ -165,6 +165,23 @@ def test_an_output_file_the_decoder_reads_or_a_checkpoint_is_refused_before_deco
             f"error: --decode_to_file={run / name} {named}; writing it would replace it. Name "
             f"another output file."], result.stderr
     assert {path.name: path.read_bytes() for path in run.iterdir() if path.is_file()} == before
+    # A link to a checkpoint, and the records of an average (avg_checkpoints' default folder).
+    link = tmp_path / "decodes.link"
+    link.symlink_to(run / "ckpt-1.weights.h5")
+    averaged = run / "averaged"
+    averaged.mkdir()
+    for name in ("averaged.json", "hparams.json", "flags.txt"):
+        shutil.copy(run / ("hparams.json" if name == "averaged.json" else name), averaged / name)
+    kept = {path.name: path.read_bytes() for path in averaged.iterdir()}
+    for target, named in [(link, "is a checkpoint"),
+                          *((averaged / name, f"is a record of the averaged model in {averaged}")
+                            for name in kept)]:
+        result = run_decoder(run, f"--decode_from_file={sources}", f"--decode_to_file={target}")
+        assert result.returncode == 1 and error_lines(result.stderr) == [
+            f"error: --decode_to_file={target} {named}; writing it would replace it. Name "
+            f"another output file."], result.stderr
+    assert {path.name: path.read_bytes() for path in averaged.iterdir()} == kept
+    assert (run / "ckpt-1.weights.h5").read_bytes() == before["ckpt-1.weights.h5"]
     beside = run_decoder(run, f"--decode_from_file={sources}",
                          f"--decode_to_file={run / 'decodes.txt'}")
     assert beside.returncode == 0 and (run / "decodes.txt").read_text().count("\n") == 1

@@ -6,7 +6,7 @@ import os
 import re
 
 from t2t_repro.errors import ConfigurationError
-from t2t_repro.names import AVERAGED_MARKER, RUN_SUBDIRS
+from t2t_repro.names import AVERAGED_MARKER, FLAGS_FILENAME, HPARAMS_FILENAME, RUN_SUBDIRS
 from t2t_repro.utils.atomic_files import is_written_in_place
 
 
@@ -69,8 +69,9 @@ def check_not_an_input(path, flag, inputs):
 
 def check_not_a_checkpoint(path, flag):
     """Raises ConfigurationError when the output `path` is an existing checkpoint (Keras
-    weights, `*.weights.h5`): no command's text may replace a model."""
-    if path.endswith(".weights.h5") and os.path.exists(path):
+    weights, `*.weights.h5`), or a symbolic link to one: no command's text may replace a
+    model."""
+    if os.path.realpath(path).endswith(".weights.h5") and os.path.exists(path):
         raise ConfigurationError(f"{flag}={path} is a checkpoint; writing it would replace it. "
                                  f"Name another output file.")
 
@@ -80,8 +81,10 @@ def check_not_kept(path, flag, run_dir, data_dir, data_name):
     `run_dir` or its data keeps and reads again: a file of the data named `data_name` in
     `data_dir` (datagen's record, examples and vocabularies, named `<data_name>.*` and
     `<data_name>-*`), anything in the run's own subfolders (TensorBoard's events, the best
-    checkpoint's record, exports), or its averaged.json. New files may go anywhere, and other
-    files there (a decode written before) may be replaced."""
+    checkpoint's record, exports), its averaged.json, or the records of an averaged model's
+    folder (avg_checkpoints' averaged.json, hparams.json and flags.txt, which the trainer and
+    a new average read). New files may go anywhere, and other files there (a decode written
+    before) may be replaced."""
     if not os.path.isfile(path):
         return
     real = os.path.realpath(path)
@@ -95,6 +98,9 @@ def check_not_kept(path, flag, run_dir, data_dir, data_name):
             kept = f"a file in the run's {subdir}/"
     if run_dir and real == os.path.realpath(os.path.join(run_dir, AVERAGED_MARKER)):
         kept = f"the run's {AVERAGED_MARKER}"
+    elif (name in (AVERAGED_MARKER, HPARAMS_FILENAME, FLAGS_FILENAME)
+          and os.path.exists(os.path.join(folder, AVERAGED_MARKER))):
+        kept = f"a record of the averaged model in {folder}"
     if kept:
         raise ConfigurationError(f"{flag}={path} is {kept}; writing it would replace it. Name "
                                  f"another output file.")
