@@ -221,6 +221,25 @@ def test_a_new_average_replaces_the_earlier_one_in_its_folder(trained_run, tmp_p
     assert json.loads((avg_dir / "averaged.json").read_text())["steps"] == [2, 4]
 
 
+def test_a_damaged_averaged_json_is_one_line_naming_it_and_nothing_is_written(trained_run,
+                                                                                tmp_path):
+    """Written over by hand (decodes, say): the folder is still an average, which neither a new
+    average nor the trainer may take for another folder."""
+    avg_dir = tmp_path / "avg"
+    assert average(f"--output_dir={trained_run}", "--n=2", f"--avg_dir={avg_dir}").returncode == 0
+    (avg_dir / "averaged.json").write_text("Ein Mann fährt Rad.\n")
+    kept = digests(avg_dir)
+    damaged = [f"error: {avg_dir / 'averaged.json'} is not a readable averaged.json "
+               f"(avg_checkpoints marks an averaged model's folder with it); average into a "
+               f"new --avg_dir, or delete {avg_dir} and average again."]
+    again = average(f"--output_dir={trained_run}", "--n=2", f"--avg_dir={avg_dir}")
+    assert again.returncode == 1 and again.stderr.splitlines() == damaged, again.stderr
+    trained = run_module("t2t_repro.trainer", *TINY_RUN, f"--output_dir={avg_dir}",
+                         "--train_steps=8", "--schedule=train")
+    assert trained.returncode == 1 and trained.stderr.splitlines() == damaged, trained.stderr
+    assert digests(avg_dir) == kept
+
+
 def test_a_checkpoint_path_of_another_run_is_refused_naming_both(trained_run, tmp_path):
     """Its weights would be averaged with this run's, under this run's name."""
     other = tmp_path / "other"

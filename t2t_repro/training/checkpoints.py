@@ -183,8 +183,14 @@ def averaged_from(directory):
     path = os.path.join(directory, AVERAGED_MARKER)
     if not os.path.exists(path):
         return None
-    with open(path, encoding="utf-8") as f:
-        return json.load(f).get("averaged_from", "another run")
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f).get("averaged_from", "another run")
+    except (ValueError, AttributeError):  # not JSON, not UTF-8, or no JSON object
+        raise ConfigurationError(
+            f"{path} is not a readable {AVERAGED_MARKER} (avg_checkpoints marks an averaged "
+            f"model's folder with it); average into a new --avg_dir, or delete {directory} "
+            f"and average again.") from None
 
 
 def is_partial_checkpoint(filename):
