@@ -82,8 +82,9 @@ def test_averages_what_there_is_into_a_loadable_output_dir(trained_run):
     before = digests(trained_run)
     result = average(f"--output_dir={trained_run}", "--n=5")
     assert result.returncode == 0, result.stderr
-    assert (f"Only 3 checkpoint(s) in {trained_run}, fewer than the 5 asked for; averaging all "
-            f"of them.") in result.stdout
+    assert (f"Only 3 checkpoint(s) in {trained_run} (older ones were not written, or "
+            f"--keep_checkpoint_max removed them), fewer than the 5 asked for; averaging "
+            f"those.") in result.stdout
     assert "steps 2, 4, 6" in result.stdout
 
     avg_dir = trained_run / "averaged"
@@ -207,6 +208,14 @@ def test_averages_the_n_checkpoints_ending_at_checkpoint_path_such_as_best(train
     weight = "input_embedding/vars/0"
     np.testing.assert_allclose(averaged[weight], (first_two[0][weight] + first_two[1][weight]) / 2,
                                rtol=1e-6)
+    # More than there are up to step 4: the two, counted as such (step 6 is not among them).
+    result = average(f"--output_dir={run}", f"--checkpoint_path={run / 'best'}", "--n=3",
+                     f"--avg_dir={avg_dir}")
+    assert result.returncode == 0, result.stderr
+    assert (f"Only 2 checkpoint(s) up to step 4 in {run} (older ones were not written, or "
+            f"--keep_checkpoint_max removed them), fewer than the 3 asked for; averaging "
+            f"those.") in result.stdout
+    assert "steps 2, 4," in result.stdout
 
 
 def test_a_new_average_replaces_the_earlier_one_in_its_folder(trained_run, tmp_path):

@@ -152,8 +152,10 @@ def average_run(output_dir, avg_dir, n, last=None, print_fn=print):
     if not found:
         raise ConfigurationError(f"No checkpoints (ckpt-<step>.weights.h5) in {output_dir}.")
     if len(found) < n:
-        print_fn(f"Only {len(found)} checkpoint(s) in {output_dir}, fewer than the {n} asked "
-                 f"for; averaging all of them.")
+        which = "in" if last is None else f"up to step {found[-1][0]} in"
+        print_fn(f"Only {len(found)} checkpoint(s) {which} {output_dir} (older ones were not "
+                 f"written, or --keep_checkpoint_max removed them), fewer than the {n} asked "
+                 f"for; averaging those.")
     chosen = found[-n:]
     steps = [step for step, _ in chosen]
     path = average_checkpoints([path for _, path in chosen],
