@@ -450,6 +450,21 @@ def test_the_export_transposes_no_integers(ende):
     assert transposed and not any(dtype.is_integer for dtype in transposed)
 
 
+def test_the_export_uses_the_four_sentencepiece_ops_of_tensorflow_text(ende):
+    """docs/serving.md names the TensorFlow Text ops a model server must have: these, all in
+    TensorFlow Text's sentencepiece op library, which TF Serving links."""
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    saved = saved_model_pb2.SavedModel()
+    saved.ParseFromString((ende["version_dir"] / "saved_model.pb").read_bytes())
+    graph = saved.meta_graphs[0].graph_def
+    ops = {node.op for node in [*graph.node, *(node for function in graph.library.function
+                                               for node in function.node_def)]}
+    assert {op for op in ops if op.startswith("Sentencepiece")} == {
+        "SentencepieceOp", "SentencepieceTokenizeOp", "SentencepieceDetokenizeOp",
+        "SentencepieceIdToStringOp"}
+
+
 def test_each_tokenized_input_gets_its_eos_and_padding():
     import tensorflow as tf
 
