@@ -32,6 +32,9 @@ RESERVED_DESCRIPTORS = 128
 REFUSAL_LINGER_S = 1.0
 # asyncio's message when accept() fails for want of file descriptors (or memory).
 ACCEPT_ERROR = "socket.accept() out of system resource"
+# Set in a request's ASGI scope when this module closed its connection (and logged why), so
+# that the app does not log the same request again as one whose client left.
+CLOSED_BY_SERVER = "t2t_repro.closed_by_server"
 
 
 def open_file_limit():
@@ -165,9 +168,8 @@ class GuardedH11Protocol(H11Protocol):
         """Closes a connection still sending its request's body; uvicorn closes idle ones and
         lets complete requests finish."""
         if self.conn.their_state is h11.SEND_BODY and not self.transport.is_closing():
-            self.events.report("shutdown", f"closed the connection from {self._peer()} on "
-                               f"shutdown: its request's body was not complete")
-            self.transport.close()
+            self._close("shutdown", f"closed the connection from {self._peer()} on shutdown: "
+                        f"its request's body was not complete")
             return
         super().shutdown()
 
@@ -202,8 +204,14 @@ class GuardedH11Protocol(H11Protocol):
         self._deadline = None
         if self.transport.is_closing():
             return
-        self.events.report(flag, f"closed the connection from {self._peer()}: {what} did not "
-                           f"arrive within --{flag}={seconds:g} s")
+        self._close(flag, f"closed the connection from {self._peer()}: {what} did not arrive "
+                    f"within --{flag}={seconds:g} s")
+
+    def _close(self, kind, message):
+        """Closes the connection with one warning, the only one for its request."""
+        if self.cycle is not None:
+            self.cycle.scope[CLOSED_BY_SERVER] = True
+        self.events.report(kind, message)
         self.transport.close()
 
 

@@ -380,10 +380,11 @@ def create_app(store, options=ServerOptions()):
         return json_response({"error": "Internal Server Error"}, 500)
 
     async def client_gone(request, error):
-        client = request.client
-        peer = f"{client.host}:{client.port}" if client else "a client"
-        events.report("client_gone", f"dropped the request from {peer} "
-                      f"({request.method} {request.url.path}): {error}")
+        if not request.scope.get(connections.CLOSED_BY_SERVER):  # else its close was logged
+            client = request.client
+            peer = f"{client.host}:{client.port}" if client else "a client"
+            events.report("client_gone", f"dropped the request from {peer} "
+                          f"({request.method} {request.url.path}): {error}")
         return Response(status_code=400)  # not sent: there is no one to send it to
 
     @contextlib.asynccontextmanager

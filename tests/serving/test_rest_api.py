@@ -623,6 +623,26 @@ def test_idle_and_half_sent_connections_are_closed_within_their_limits(guarded_s
     assert predict(guarded_server, {"instances": ["after"]})[0] == 200
 
 
+def test_a_body_past_its_deadline_costs_one_line_of_log(store):
+    """The server's close is logged, and not again as a request whose client left."""
+    options = dataclasses.replace(OPTIONS, request_body_timeout_s=BODY_TIMEOUT_S,
+                                  log_interval_s=0)
+    log = LogRecords()
+    logger = logging.getLogger("uvicorn.error")
+    try:
+        with running_server(store, options) as address:
+            logger.addHandler(log)
+            part = GOOD_HEADERS + b'Content-Length: 100\r\n\r\n{"instanc'
+            with connect(address, part) as sock:
+                data, _ = read_until_closed(sock, BODY_TIMEOUT_S + CLOSE_SLACK_S)
+            assert data == b""
+    finally:  # the server has stopped: its requests' tasks have ended and logged all they log
+        logger.removeHandler(log)
+    [warning] = [record for record in log.records if record.levelno >= logging.WARNING]
+    assert "the request's body did not arrive within --request_body_timeout_s=1 s" in (
+        warning.getMessage())
+
+
 def test_a_keep_alive_connection_sending_its_next_headers_slowly_is_closed(guarded_server):
     with connect(guarded_server, predict_request({"instances": ["first"]})) as sock:
         sock.settimeout(60)
