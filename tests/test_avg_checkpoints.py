@@ -249,6 +249,21 @@ def test_a_damaged_averaged_json_is_one_line_naming_it_and_nothing_is_written(tr
     assert digests(avg_dir) == kept
 
 
+def test_a_damaged_checkpoint_is_named_and_nothing_is_written(trained_run, tmp_path):
+    """h5py's own error names no file."""
+    run = tmp_path / "run"
+    shutil.copytree(trained_run, run)
+    damaged = run / "ckpt-4.weights.h5"
+    damaged.write_text("Ein Mann fährt Rad.\n")  # a decode written over it
+    result = average(f"--output_dir={run}", "--n=2", f"--avg_dir={tmp_path / 'avg'}")
+    assert result.returncode == 1
+    assert result.stderr.splitlines() == [
+        f"error: {damaged} is not a readable checkpoint (not HDF5: cut short or written over); "
+        f"restore it from a copy, or move it out of its folder (a run then resumes from the "
+        f"checkpoint before it)."]
+    assert not (tmp_path / "avg").exists()
+
+
 def test_a_checkpoint_path_of_another_run_is_refused_naming_both(trained_run, tmp_path):
     """Its weights would be averaged with this run's, under this run's name."""
     other = tmp_path / "other"

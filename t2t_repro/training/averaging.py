@@ -88,16 +88,19 @@ def average_checkpoints(paths, output_path):
 
     Raises:
         CheckpointLayoutError: the checkpoints differ in a dataset's name, shape or dtype.
+        ConfigurationError: one of them cannot be read (it is named).
     """
     if not paths:
         raise ValueError("No checkpoints to average.")
     if any(os.path.realpath(path) == os.path.realpath(output_path) for path in paths):
         raise ValueError(f"{output_path} is one of the checkpoints being averaged; "
                          f"write the average elsewhere.")
+    from t2t_repro.training import checkpoints
+
     newest = paths[-1]
     directory = os.path.dirname(os.path.abspath(output_path))
     with contextlib.ExitStack() as stack:
-        sources = [_datasets(stack.enter_context(h5py.File(path, "r"))) for path in paths]
+        sources = [_datasets(stack.enter_context(checkpoints.opened(path))) for path in paths]
         for path, datasets in zip(paths[:-1], sources[:-1]):
             _check_same_layout(path, datasets, newest, sources[-1])
         os.makedirs(directory, exist_ok=True)

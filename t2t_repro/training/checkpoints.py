@@ -91,12 +91,12 @@ def save_weights(model, path):
 def check_readable(path):
     """ConfigurationError naming `path` when h5py cannot open it (cut short, or written over
     outside the trainer, whose writes are atomic), where h5py's own error names no file."""
-    with _opened(path):
+    with opened(path):
         pass
 
 
 @contextlib.contextmanager
-def _opened(path):
+def opened(path):
     """The checkpoint `path` open for reading with h5py; the ConfigurationError of
     `check_readable` when it cannot be."""
     import h5py
@@ -118,7 +118,7 @@ def _opened(path):
 
 
 def _stored_attribute(path, name):
-    with _opened(path) as weights:
+    with opened(path) as weights:
         return weights.attrs.get(name)
 
 
