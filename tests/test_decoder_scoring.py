@@ -89,7 +89,7 @@ def test_a_line_without_a_tab_is_an_error_naming_its_line(ende_data_dir, ende_ru
 @pytest.mark.parametrize("flag, named", [
     ("--decode_from_file={pairs}", "--decode_from_file"),
     ("--target_prefix_file={pairs}", "--target_prefix_file"),
-    ("--decode_hparams=return_alignments=true", "decode hparam return_alignments=True"),
+    ("--decode_hparams=return_alignments=true", "decode hparam return_alignments=true"),
     ("--decode_hparams=alignment_layer=0", "decode hparam alignment_layer=0"),
     ("--decode_hparams=beam_size=1,sampling_method=random",
      "decode hparam beam_size=1, sampling_method=random"),

@@ -133,7 +133,7 @@ def test_command_line_draws_the_models_own_translation(run_dir, tmp_path):
      "--decode_hparams sets the search that translates --inputs; with --targets none runs: "
      "leave one of them out."),
     (["--decode_hparams=beam_size=2,return_beams=true,batch_size=4"],
-     "t2t_repro.visualize does not read decode hparam batch_size=4, return_beams=True: it reads "
+     "t2t_repro.visualize does not read decode hparam batch_size=4, return_beams=true: it reads "
      "beam_size, alpha, extra_length and the sampling hparams, for one translation."),
 ])
 def test_a_decode_hparam_nothing_reads_is_an_error_before_anything_is_drawn(run_dir, tmp_path,

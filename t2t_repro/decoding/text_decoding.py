@@ -31,9 +31,14 @@ def create_decode_hparams(problem, overrides=""):
 
 def changed_settings(hparams, defaults):
     """`name=value` for each hparam of `defaults` ({name: default value}) that `hparams` sets
-    to another value, in the order of `defaults`."""
-    return [f"{name}={getattr(hparams, name)}" for name, default in defaults.items()
+    to another value, in the order of `defaults`, written as --decode_hparams takes it."""
+    return [f"{name}={_as_given(getattr(hparams, name))}" for name, default in defaults.items()
             if getattr(hparams, name) != default]
+
+
+def _as_given(value):
+    """`value` as an override string gives it: a boolean as true or false."""
+    return str(value).lower() if isinstance(value, bool) else value
 
 
 def unread_settings(problem, hparams, reads):

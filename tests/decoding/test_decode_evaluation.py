@@ -63,9 +63,9 @@ def test_minus_one_reads_the_whole_eval_set_in_order():
 
 
 @pytest.mark.parametrize("overrides, named", [
-    ("return_beams=true", "return_beams=True"),
-    ("return_alignments=true", "return_alignments=True"),
-    ("return_beams=true,alignment_layer=0", "return_beams=True, alignment_layer=0"),
+    ("return_beams=true", "return_beams=true"),
+    ("return_alignments=true", "return_alignments=true"),
+    ("return_beams=true,alignment_layer=0", "return_beams=true, alignment_layer=0"),
 ])
 def test_output_line_settings_are_an_error_rather_than_ignored(overrides, named):
     """The trainer's --decode_hparams reach here: an evaluation writes no beams or alignments."""
