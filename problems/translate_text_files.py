@@ -127,8 +127,9 @@ class TranslateTextFiles(TranslateProblem):
             sided = [name for name in ("source_vocab_size", "target_vocab_size")
                      if getattr(self.data_hparams, name)]
             if sided:
+                applies = "applies" if len(sided) == 1 else "apply"
                 raise ProblemDataError(
-                    f"{self.name}: {', '.join(sided)} apply to separate vocabularies "
+                    f"{self.name}: {', '.join(sided)} {applies} to separate vocabularies "
                     f"(shared_vocabulary=false); a shared one has vocab_size pieces.")
             return "vocab_size"
         sided = f"{side}_vocab_size"

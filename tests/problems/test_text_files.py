@@ -654,6 +654,12 @@ def test_a_missing_file_hparam_is_an_error_naming_it(tmp_path):
      "256 bytes and a piece)."),
     ("vocab_size=259", "data hparam vocab_size=259 must be at least 260 (3 reserved ids, 256 "
                        "bytes and a piece)."),
+    ("target_vocab_size=300", "translate_text_files: target_vocab_size applies to separate "
+                              "vocabularies (shared_vocabulary=false); a shared one has "
+                              "vocab_size pieces."),
+    ("source_vocab_size=300,target_vocab_size=300",
+     "translate_text_files: source_vocab_size, target_vocab_size apply to separate vocabularies "
+     "(shared_vocabulary=false); a shared one has vocab_size pieces."),
     # sacreBLEU and tokenizer.perl would treat "EN" as another language, without a word.
     ("target_language=EN", "data hparam target_language='EN' must be a language's ISO 639 "
                            "code in lower case, e.g. de (zh, not ZH or zh-CN), which BLEU's "
