@@ -233,8 +233,9 @@ class TranslateTextFiles(TranslateProblem):
             kind = {SENTENCEPIECE: "a SentencePiece model",
                     TENSOR2TENSOR_SUBWORDS: "a tensor2tensor subword vocabulary"}
             raise RawDataError(
-                f"{name}={given} is not {kind[vocabulary_format]} this can read ({error}); name "
-                f"a run's <data_dir>/{os.path.basename(path)}.") from None
+                f"{name}={given} is not {kind[vocabulary_format]} this can read "
+                f"({getattr(error, 'reason', error)}); name a run's "
+                f"<data_dir>/{os.path.basename(path)}.") from None
         with open(given, "rb") as original, atomic_path(path) as temporary, \
                 open(temporary, "wb") as copy:
             copy.write(original.read())

@@ -450,13 +450,19 @@ class TextPairProblem(Problem):
                 f"{self.data_name}: no training pair is left to learn a vocabulary from "
                 f"({'; '.join(train_pairs.describe())}); check the files, or loosen the "
                 f"rules that dropped the pairs.")
+        created = not os.path.exists(self.data_dir)
         os.makedirs(self.data_dir, exist_ok=True)
-        if self.shared_vocabulary:
-            shared = self._new_vocabulary(SOURCE, [text for pair in sample for text in pair])
-            vocabularies = {SOURCE: shared, TARGET: shared}
-        else:
-            vocabularies = {side: self._new_vocabulary(side, [pair[index] for pair in sample])
-                            for index, side in enumerate((SOURCE, TARGET))}
+        try:
+            if self.shared_vocabulary:
+                shared = self._new_vocabulary(SOURCE, [text for pair in sample for text in pair])
+                vocabularies = {SOURCE: shared, TARGET: shared}
+            else:
+                vocabularies = {side: self._new_vocabulary(side, [pair[index] for pair in sample])
+                                for index, side in enumerate((SOURCE, TARGET))}
+        except BaseException:
+            if created and not os.listdir(self.data_dir):  # nothing was written: leave nothing
+                os.rmdir(self.data_dir)
+            raise
         for vocabulary in dict.fromkeys(vocabularies.values()):
             if vocabulary_format_of(vocabulary) == SENTENCEPIECE:
                 write_piece_listing(vocabulary)

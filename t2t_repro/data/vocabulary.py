@@ -39,7 +39,12 @@ _MAX_SENTENCE_BYTES = 1 << 16
 
 
 class VocabularyError(UserError, ValueError):
-    """A vocabulary that cannot be trained or loaded; the message says what to change."""
+    """A vocabulary that cannot be trained or loaded; the message says what to change, and
+    `reason` what is wrong without the advice (for a caller whose advice differs)."""
+
+    def __init__(self, message, reason=None):
+        super().__init__(message)
+        self.reason = reason or message
 
 
 def train_vocabulary(sentences, vocab_size, model_path, split_by_script=True,
@@ -113,13 +118,15 @@ class SubwordVocabulary:
         with open(model_path, "rb") as f:
             self.model_proto = f.read()
         try:
+            if not self.model_proto:  # loads as no model, which logs a line at each use
+                raise RuntimeError("the file is empty")
             self._processor = sentencepiece.SentencePieceProcessor(model_proto=self.model_proto)
-            if not self._processor.get_piece_size():  # an empty file loads as no model
+            if not self._processor.get_piece_size():
                 raise RuntimeError("it has no pieces")
         except RuntimeError as error:  # sentencepiece cannot parse it: damaged or another file
-            raise VocabularyError(
-                f"{model_path} is not a readable SentencePiece model ({error}); generate the "
-                f"data again with datagen, or restore the file from a copy.") from None
+            reason = f"{model_path} is not a readable SentencePiece model ({error})"
+            raise VocabularyError(f"{reason}; generate the data again with datagen, or restore "
+                                  f"the file from a copy.", reason) from None
 
     @property
     def vocab_size(self):

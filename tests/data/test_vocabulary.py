@@ -195,12 +195,15 @@ def test_decode_of_nothing_but_special_ids_is_empty(vocab, ids):
 
 
 @pytest.mark.parametrize("kept", [1000, 0], ids=["cut short", "empty"])
-def test_a_damaged_model_file_is_a_vocabulary_error_naming_it(vocab, tmp_path, kept):
-    """A user error (one line from every command), not sentencepiece's RuntimeError."""
+def test_a_damaged_model_file_is_a_vocabulary_error_naming_it(vocab, tmp_path, kept, capfd):
+    """A user error (one line from every command), not sentencepiece's RuntimeError, nor a
+    line sentencepiece's library logs."""
     damaged = tmp_path / "translate_ende.spm.model"
     damaged.write_bytes(vocab.model_proto[:kept])
+    capfd.readouterr()
     with pytest.raises(VocabularyError) as raised:
         SubwordVocabulary(str(damaged))
+    assert capfd.readouterr().err == ""
     message = str(raised.value)
     assert message.startswith(f"{damaged} is not a readable SentencePiece model (")
     assert message.endswith("); generate the data again with datagen, or restore the file from "

@@ -280,6 +280,15 @@ def test_a_vocabulary_that_is_no_sentencepiece_model_is_an_error_naming_it(corpu
     result = datagen(tmp_path / "data", dropped(data_hparams(corpus, f"vocabulary={not_a_model}"),
                                                 "vocab_size"))
     assert f"vocabulary={not_a_model} is not a SentencePiece model" in one_line_error(result)
+    empty = tmp_path / "empty.model"
+    empty.write_bytes(b"")
+    result = datagen(tmp_path / "data", dropped(data_hparams(corpus, f"vocabulary={empty}"),
+                                                "vocab_size"))
+    assert one_line_error(result) == (
+        f"error: vocabulary={empty} is not a SentencePiece model this can read ({empty} is not a "
+        f"readable SentencePiece model (the file is empty)); name a run's "
+        f"<data_dir>/translate_text_files.spm.model.")
+    assert not (tmp_path / "data").exists()
 
 
 # --- Separate source and target vocabularies -------------------------------------------------
