@@ -129,7 +129,8 @@ class BestCheckpoint:
                 f"{os.path.join(self.directory, BEST_RECORD_FILENAME)} ranks by "
                 f"{record['metric']} (minimize={record['minimize']}), this run by "
                 f"{self.criterion.metric} (minimize={self.criterion.minimize}): the best "
-                f"checkpoint is chosen afresh from the next evaluation.")
+                f"checkpoint is chosen afresh from the next evaluation, whose checkpoint replaces "
+                f"step {record['step']}'s in {self.directory}.")
             return None
         if self.writes:
             self._remove_others(record["step"])  # what a kill between two writes left

@@ -80,7 +80,10 @@ def test_a_resumed_record_continues_and_another_metric_starts_afresh(tmp_path):
     lines = []
     other = BestCheckpoint(str(tmp_path), Criterion("loss", minimize=True), print_fn=lines.append)
     assert other.record is None
-    assert "ranks by exact_match" in lines[0] and "chosen afresh" in lines[0]
+    assert lines == [
+        f"{tmp_path}/best/best.json ranks by exact_match (minimize=False), this run by loss "
+        f"(minimize=True): the best checkpoint is chosen afresh from the next evaluation, whose "
+        f"checkpoint replaces step 40's in {tmp_path}/best."]
 
 
 def test_a_stray_checkpoint_left_by_a_kill_is_removed_on_resuming(tmp_path):
