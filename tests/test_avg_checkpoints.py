@@ -249,21 +249,6 @@ def test_a_damaged_averaged_json_is_one_line_naming_it_and_nothing_is_written(tr
     assert digests(avg_dir) == kept
 
 
-def test_a_damaged_checkpoint_is_named_and_nothing_is_written(trained_run, tmp_path):
-    """h5py's own error names no file."""
-    run = tmp_path / "run"
-    shutil.copytree(trained_run, run)
-    damaged = run / "ckpt-4.weights.h5"
-    damaged.write_text("Ein Mann fährt Rad.\n")  # a decode written over it
-    result = average(f"--output_dir={run}", "--n=2", f"--avg_dir={tmp_path / 'avg'}")
-    assert result.returncode == 1
-    assert result.stderr.splitlines() == [
-        f"error: {damaged} is not a readable checkpoint (not HDF5: cut short or written over); "
-        f"restore it from a copy, or move it out of its folder (a run then resumes from the "
-        f"checkpoint before it)."]
-    assert not (tmp_path / "avg").exists()
-
-
 def test_a_checkpoint_path_of_another_run_is_refused_naming_both(trained_run, tmp_path):
     """Its weights would be averaged with this run's, under this run's name."""
     other = tmp_path / "other"
@@ -291,16 +276,26 @@ def test_average_run_takes_a_whole_number_of_checkpoints_from_python(trained_run
     assert not (tmp_path / "avg").exists()
 
 
-def test_a_run_whose_hparams_json_is_damaged_is_refused_before_anything_is_written(
-        trained_run, tmp_path):
-    """The average's folder would hold a copy no command can read."""
+@pytest.mark.parametrize("name, text, error", [
+    # The average's folder would hold a copy no command can read (the JSON error follows).
+    ("hparams.json", '{"hidden_size": 32,', "{damaged} is not a readable hparams file ("),
+    # A decode written over it: h5py's own error names no file.
+    ("ckpt-4.weights.h5", "Ein Mann fährt Rad.\n",
+     "{damaged} is not a readable checkpoint (not HDF5: cut short or written over); restore it "
+     "from a copy, or move it out of its folder (a run then resumes from the checkpoint before "
+     "it)."),
+])
+def test_a_damaged_record_or_checkpoint_is_named_before_anything_is_written(
+        trained_run, tmp_path, name, text, error):
     run = tmp_path / "run"
     shutil.copytree(trained_run, run)
-    (run / "hparams.json").write_text('{"hidden_size": 32,')
+    damaged = run / name
+    damaged.write_text(text)
     result = average(f"--output_dir={run}", "--n=2", f"--avg_dir={tmp_path / 'avg'}")
     assert result.returncode == 1
     [line] = result.stderr.splitlines()
-    assert line.startswith(f"error: {run / 'hparams.json'} is not a readable hparams file (")
+    expected = "error: " + error.format(damaged=damaged)
+    assert line == expected if expected.endswith(".") else line.startswith(expected)
     assert not (tmp_path / "avg").exists()
 
 
