@@ -199,8 +199,8 @@ def test_hparams_without_a_set_are_checked_against_the_runs_as_with_one(reverse_
     deeper = run_decoder(reverse_run, "--hparams=num_hidden_layers=2", input=lines)
     assert deeper.returncode == 1 and error_lines(deeper.stderr) == [
         f"error: {reverse_run} holds a run trained with different hparams (num_hidden_layers "
-        f"differ). Use the same hparams set and overrides (see {reverse_run}/hparams.json and "
-        f"flags.txt), or another output folder."]
+        f"differ). Leave out --hparams_set and the --hparams that change them, and the model "
+        f"is read with its own ({reverse_run}/hparams.json)."]
     unknown = run_decoder(reverse_run, "--hparams=num_hiden_layers=2", input=lines)
     assert unknown.returncode == 1 and len(error_lines(unknown.stderr)) == 1
     assert "num_hiden_layers" in error_lines(unknown.stderr)[0]

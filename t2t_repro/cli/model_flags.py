@@ -17,13 +17,14 @@ flags.DEFINE_string("decode_hparams", "",
                     'parsing: beam 21, alpha 0.3, +300).')
 
 
-def resolve_hparams(output_dir, saved_when_no_set=False, base_when_no_set=None):
+def resolve_hparams(output_dir, saved_when_no_set=False, base_when_no_set=None, reading=False):
     """The set with overrides applied, checked against what `output_dir` was trained with.
 
     With `saved_when_no_set` (reading a trained model), no --hparams_set means the hparams saved
     in `output_dir`; with `base_when_no_set` (HParams: a run to fine-tune, whose hparams may be
     no registered set, an imported model's), those; else --hparams_set is required. Either
-    way --hparams applies, and must leave what `output_dir` saved as it is.
+    way --hparams applies, and must leave what `output_dir` saved as it is (`reading`: the
+    command reads the trained model; `run_records.check_saved_hparams`).
     """
     from t2t_repro import hparams as hparams_lib
     from t2t_repro.training import run_records
@@ -41,7 +42,7 @@ def resolve_hparams(output_dir, saved_when_no_set=False, base_when_no_set=None):
             f"missing --hparams_set ({output_dir} has no {hparams_lib.HPARAMS_FILENAME}); see "
             f"--registry_help for the registered sets."
         )
-    run_records.check_saved_hparams(output_dir, hparams)
+    run_records.check_saved_hparams(output_dir, hparams, reading)
     return hparams
 
 

@@ -28,7 +28,8 @@ def resolve_hparams():
     checking --model. Without either, a lone checkpoint's stored hparams
     (`checkpoints.stored_hparams`) with --hparams applied, said in one line."""
     hparams = model_flags.resolve_hparams(FLAGS.output_dir, saved_when_no_set=True,
-                                          base_when_no_set=lone_checkpoint_hparams())
+                                          base_when_no_set=lone_checkpoint_hparams(),
+                                          reading=True)
     model_flags.check_model_name()
     return hparams
 

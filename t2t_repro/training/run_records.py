@@ -31,11 +31,12 @@ def unresolvable_error(run_dir, name, recorded, remedy):
         f"folder the run was trained from, and {os.getcwd()} has no such path; {remedy}.")
 
 
-def check_saved_hparams(run_dir, hparams):
+def check_saved_hparams(run_dir, hparams, reading=False):
     """ConfigurationError naming the hparams that differ when `run_dir` holds a run trained with
     others: its checkpoints hold other weights, or were made by another recipe. A folder whose
     run wrote no checkpoint (it stopped before one, out of memory say) holds nothing trained,
-    and takes other hparams."""
+    and takes other hparams. `reading`: the command reads the trained model (decodes, exports),
+    and the advice is to read it with its own hparams rather than to train elsewhere."""
     from t2t_repro import hparams as hparams_lib
     from t2t_repro.training import checkpoints
 
@@ -44,11 +45,13 @@ def check_saved_hparams(run_dir, hparams):
         return
     saved = hparams_lib.with_added_model_hparams(saved, hparams)
     if saved != hparams:
+        remedy = (f"Leave out --hparams_set and the --hparams that change them, and the model "
+                  f"is read with its own ({run_dir}/{HPARAMS_FILENAME})." if reading else
+                  f"Use the same hparams set and overrides (see {run_dir}/{HPARAMS_FILENAME} "
+                  f"and {FLAGS_FILENAME}), or another output folder.")
         raise ConfigurationError(
             f"{run_dir} holds a run trained with different hparams "
-            f"({', '.join(hparams.differences(saved))} differ). Use the same hparams set and "
-            f"overrides (see {run_dir}/{HPARAMS_FILENAME} and {FLAGS_FILENAME}), or another "
-            f"output folder.")
+            f"({', '.join(hparams.differences(saved))} differ). {remedy}")
 
 
 def save_run_record(run_dir, hparams, problem, model_name):
