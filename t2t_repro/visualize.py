@@ -44,6 +44,9 @@ flags.DEFINE_string("plot_dir", None, "Where the PNG files go (created if missin
 flags.DEFINE_integer("layer", -1,
                      "The layer whose heads are drawn, from 0; negative counts from the end.")
 flags.DEFINE_integer("positions", 100, "Positions in the positional-encoding plot.")
+# The most rows a positional-encoding plot takes: its table and image grow with them (100,000
+# positions take about 1.2 GB), and millions would exhaust the machine's memory.
+MAX_POSITIONS = 100_000
 flags.DEFINE_string("schedule_hparams_set", None,
                     "Plot this registered set's learning-rate schedule instead of the run's.")
 
@@ -73,8 +76,9 @@ def run():
     schedule_hparams = (create_hparams(FLAGS.schedule_hparams_set)
                         if FLAGS.schedule_hparams_set else hparams)
     plots.check_layer(hparams, FLAGS.layer)
-    if FLAGS.positions < 1:
-        raise ConfigurationError(f"--positions={FLAGS.positions}: draw at least 1 position.")
+    if not 1 <= FLAGS.positions <= MAX_POSITIONS:
+        raise ConfigurationError(f"--positions={FLAGS.positions}: draw at least 1 position and "
+                                 f"at most {MAX_POSITIONS:,} (a row each in the plot).")
     input_ids = plots.encode(problem, FLAGS.inputs, "inputs")
     target_ids = plots.encode(problem, FLAGS.targets, "targets") if FLAGS.targets else None
     checkpoint, model = trained_run.load_model(problem, hparams)

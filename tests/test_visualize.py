@@ -135,6 +135,9 @@ def test_command_line_draws_the_models_own_translation(run_dir, tmp_path):
     (["--decode_hparams=beam_size=2,return_beams=true,batch_size=4"],
      "t2t_repro.visualize does not read decode hparam batch_size=4, return_beams=true: it reads "
      "beam_size, alpha, extra_length and the sampling hparams, for one translation."),
+    # Millions of rows exhausted the machine's memory after the attention plots were drawn.
+    (["--positions=10000000"], "--positions=10000000: draw at least 1 position and at most "
+                               "100,000 (a row each in the plot)."),
 ])
 def test_a_decode_hparam_nothing_reads_is_an_error_before_anything_is_drawn(run_dir, tmp_path,
                                                                           flags, message):

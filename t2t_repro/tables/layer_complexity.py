@@ -24,6 +24,7 @@ its exponent lies between 1 and 2.
 """
 
 import json
+import os
 import statistics
 import sys
 import time
@@ -257,9 +258,13 @@ def add_arguments(parser):
     parser.add_argument("--format", choices=("text", "json"), default="text")
 
 
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
 def check_plot_file(path):
-    """Exits with one line unless `path` is a file the plot can be written to: in a folder
-    that exists and can be written, and no checkpoint (a PNG would replace the model)."""
+    """Exits with one line unless `path` is a file the plot can be written to: a `.png` name in
+    a folder that exists and can be written, and no checkpoint or other file than an earlier
+    PNG (the plot would replace it)."""
     from t2t_repro.cli import output_paths
     from t2t_repro.errors import ConfigurationError
 
@@ -268,6 +273,13 @@ def check_plot_file(path):
         output_paths.check_not_a_checkpoint(path, "--plot")
     except ConfigurationError as error:
         sys.exit(f"error: {error}")
+    if not path.lower().endswith(".png"):
+        sys.exit(f"error: --plot={path} must name a PNG file (FILE.png), which the plot is.")
+    if os.path.isfile(path):
+        with open(path, "rb") as f:
+            if f.read(len(PNG_SIGNATURE)) != PNG_SIGNATURE:
+                sys.exit(f"error: --plot={path} holds a file that is not a PNG, which the plot "
+                         f"would replace; name another file.")
 
 
 def run(args):

@@ -95,10 +95,18 @@ def test_bad_arguments_are_usage_errors(argv, message, capsys):
     (["--plot", "{tmp_path}/ckpt-20.weights.h5"],
      "error: --plot={tmp_path}/ckpt-20.weights.h5 is a checkpoint; writing it would replace it. "
      "Name another output file."),
+    (["--plot", "{tmp_path}/t.txt"], "error: --plot={tmp_path}/t.txt must name a PNG file "
+                                     "(FILE.png), which the plot is."),
+    (["--plot", "{tmp_path}/kept/"], "error: --plot={tmp_path}/kept/ must name a PNG file "
+                                     "(FILE.png), which the plot is."),
+    (["--plot", "{tmp_path}/notes.png"], "error: --plot={tmp_path}/notes.png holds a file that is "
+                                         "not a PNG, which the plot would replace; name another "
+                                         "file."),
 ])
 def test_senseless_values_stop_before_measuring_with_one_line(argv, message, tmp_path):
     checkpoint = tmp_path / "ckpt-20.weights.h5"
     checkpoint.write_bytes(b"\x89HDF\r\n\x1a\n weights")
+    (tmp_path / "notes.png").write_text("not a picture\n")
     with pytest.raises(SystemExit) as exit_info:
         paper.main(["table1", "--lengths", "8,16",
                     *(arg.format(tmp_path=tmp_path) for arg in argv)])
