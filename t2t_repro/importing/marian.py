@@ -111,13 +111,15 @@ def read_npz(path):
     """{name: array} of a Marian `.npz`, every array read now; a file that is missing,
     truncated or not an `.npz` is a ModelImportError naming it."""
     try:
+        if not zipfile.is_zipfile(path):  # NumPy would try it as a pickle, and advise that
+            raise ValueError("not a zip archive, which an .npz is")
         with np.load(path) as arrays:
             return {name: arrays[name] for name in arrays.files}
     except FileNotFoundError:
         raise ModelImportError(f"model file {path} is missing.") from None
     except (OSError, ValueError, EOFError, zipfile.BadZipFile) as error:
-        raise ModelImportError(f"{path} is not a readable Marian model (.npz): "
-                               f"{error or type(error).__name__}.") from None
+        why = str(error).rstrip(".") or type(error).__name__
+        raise ModelImportError(f"{path} is not a readable Marian model (.npz): {why}.") from None
 
 
 def marian_config(arrays, path):

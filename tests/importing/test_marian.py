@@ -320,6 +320,16 @@ def test_a_truncated_model_is_an_error_naming_it(release, tmp_path):
     assert f"{model} is not a readable Marian model" in line
 
 
+def test_a_model_file_of_another_kind_is_named_without_numpys_pickle_advice(release, tmp_path):
+    """NumPy reads a file that is no zip as a pickle, and its message advises allow_pickle."""
+    folder = copied_release(release, tmp_path)
+    model = folder / "model.npz"
+    model.write_text("a text file\n")
+    assert failed_import(folder, tmp_path) == (
+        f"error: {model} is not a readable Marian model (.npz): not a zip archive, which an .npz "
+        f"is.")
+
+
 def test_a_decoder_yml_that_is_no_yaml_is_a_one_line_error_naming_it(release, tmp_path):
     """The YAML parser's message, which spans lines, is reported on one."""
     folder = copied_release(release, tmp_path)
