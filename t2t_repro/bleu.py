@@ -20,8 +20,9 @@ FLAGS = flags.FLAGS
 flags.DEFINE_string("translation", None, "The system's translations, detokenized, one per line.")
 flags.DEFINE_string("reference", None, "The reference translations, detokenized, one per line.")
 flags.DEFINE_string("language", "de",
-                    "Target language: -l of tokenizer.perl for the tokenized BLEU, and sacreBLEU's "
-                    "tokenizer for it (zh, ja-mecab, ko-mecab; 13a for the others).")
+                    "Target language, an ISO 639 code: -l of tokenizer.perl for the tokenized "
+                    "BLEU, and picks sacreBLEU's tokenizer (zh: zh, ja: ja-mecab, ko: ko-mecab; "
+                    "13a for the others).")
 
 
 def main(argv):
