@@ -33,6 +33,7 @@ from absl import flags  # noqa: E402
 from t2t_repro.cli import entry_point, output_paths, problem_flags, trained_run  # noqa: E402
 from t2t_repro.cli.entry_point import check_usage  # noqa: E402
 from t2t_repro.errors import ConfigurationError  # noqa: E402
+from t2t_repro.utils.out_of_memory import advice_when_out_of_memory  # noqa: E402
 from t2t_repro.visualization import plots  # noqa: E402
 
 FLAGS = flags.FLAGS
@@ -85,7 +86,11 @@ def run():
     plots.check_lengths(model, input_ids, target_ids,
                         input_limit(model, FLAGS.max_input_tokens))
     if target_ids is None:
-        target_ids = plots.own_translation(model, problem, input_ids, decode_hparams)
+        with advice_when_out_of_memory(
+                "translating --inputs", f"lower beam_size (now {decode_hparams.beam_size}) or "
+                f"extra_length (now {decode_hparams.extra_length} tokens) in --decode_hparams, "
+                f"or give --targets."):
+            target_ids = plots.own_translation(model, problem, input_ids, decode_hparams)
         print(f"Translation (the model's own, used as the target): "
               f"{problem.decode(target_ids)}", file=sys.stderr)
     drawn = plots.write_plots(model, problem, input_ids, target_ids, FLAGS.layer,

@@ -8,7 +8,7 @@ import os
 import keras
 import numpy as np
 import pytest
-from conftest import run_module
+from conftest import NUMPY_OUT_OF_MEMORY, allocate_unaddressable, run_module
 from matplotlib import image
 
 from problems.algorithmic import AlgorithmicReverse
@@ -149,6 +149,23 @@ def test_a_decode_hparam_nothing_reads_is_an_error_before_anything_is_drawn(run_
                          f"--plot_dir={plot_dir}", *flags)
     assert refused.returncode == 1 and "Traceback" not in refused.stderr
     assert refused.stderr.strip().splitlines()[-1] == f"error: {message}"
+    assert not plot_dir.exists() or not os.listdir(plot_dir)
+
+
+def test_a_translation_out_of_memory_is_one_line_naming_the_settings_to_lower(
+        run_dir, tmp_path, monkeypatch):
+    """The search asks for more bytes than a process can address (a real allocation failure,
+    at once on any machine), as a huge beam_size would; nothing is drawn."""
+    from t2t_repro.decoding.transformer_search import TransformerBeamSearch
+
+    monkeypatch.setattr(TransformerBeamSearch, "__call__", allocate_unaddressable)
+    plot_dir = tmp_path / "plots"
+    refused = run_module("t2t_repro.visualize", "--problem=algorithmic_reverse",
+                         f"--output_dir={run_dir}", f"--inputs={SOURCE}",
+                         f"--plot_dir={plot_dir}", "--decode_hparams=beam_size=3,extra_length=7")
+    assert refused.returncode == 1 and refused.stderr.strip().splitlines()[-1] == (
+        f"error: translating --inputs ran out of memory ({NUMPY_OUT_OF_MEMORY}); lower beam_size "
+        f"(now 3) or extra_length (now 7 tokens) in --decode_hparams, or give --targets.")
     assert not plot_dir.exists() or not os.listdir(plot_dir)
 
 
