@@ -75,13 +75,17 @@ class MarianFiles:
 def opus_mt_files(model_dir):
     """The files of an OPUS-MT release folder: `decoder.yml` names the model and the
     vocabularies; the SentencePiece models are `source.spm` and `target.spm`."""
+    if not os.path.isdir(model_dir):
+        state = "is not a folder" if os.path.exists(model_dir) else "does not exist"
+        raise ModelImportError(f"{model_dir} {state}; name an OPUS-MT release folder (its "
+                               f"decoder.yml, model, vocabularies, source.spm and target.spm).")
     path = os.path.join(model_dir, "decoder.yml")
     try:
         with open(path, encoding="utf-8") as f:
             config = yaml.safe_load(f)
-    except FileNotFoundError:
-        raise ModelImportError(f"{path} is missing: an OPUS-MT release folder has a "
-                               f"decoder.yml naming its model and vocabularies.") from None
+    except (FileNotFoundError, IsADirectoryError):
+        raise ModelImportError(f"{path} is missing (or not a file): an OPUS-MT release folder "
+                               f"has a decoder.yml naming its model and vocabularies.") from None
     except (yaml.YAMLError, UnicodeDecodeError) as error:
         raise ModelImportError(f"{path} does not name the model and the vocabularies "
                                f"(keys 'models' and 'vocabs'): {error}.") from None

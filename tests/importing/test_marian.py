@@ -330,6 +330,24 @@ def test_a_model_file_of_another_kind_is_named_without_numpys_pickle_advice(rele
         f"is.")
 
 
+def test_a_model_dir_that_is_no_release_folder_is_named(tmp_path):
+    """Not the OS's "[Errno 20] Not a directory" of decoder.yml below a file."""
+    text_file = tmp_path / "notes.txt"
+    text_file.write_text("a file\n")
+    (tmp_path / "no_yml").mkdir()
+    (tmp_path / "no_yml" / "decoder.yml").mkdir()
+    for model_dir, state in [(text_file, "is not a folder"), (tmp_path / "nope", "does not exist")]:
+        line = one_line_error(import_model("--format=opus_mt", f"--model_dir={model_dir}",
+                                           f"--output_dir={tmp_path / 'run'}"))
+        assert line == (f"error: {model_dir} {state}; name an OPUS-MT release folder (its "
+                        f"decoder.yml, model, vocabularies, source.spm and target.spm).")
+    line = one_line_error(import_model("--format=opus_mt", f"--model_dir={tmp_path / 'no_yml'}",
+                                       f"--output_dir={tmp_path / 'run'}"))
+    assert line.startswith(f"error: {tmp_path / 'no_yml' / 'decoder.yml'} is missing (or not a "
+                           f"file)")
+    assert not (tmp_path / "run").exists()
+
+
 def test_a_decoder_yml_that_is_no_yaml_is_a_one_line_error_naming_it(release, tmp_path):
     """The YAML parser's message, which spans lines, is reported on one."""
     folder = copied_release(release, tmp_path)
