@@ -45,8 +45,8 @@ flags.DEFINE_string("plot_dir", None, "Where the PNG files go (created if missin
 flags.DEFINE_integer("layer", -1,
                      "The layer whose heads are drawn, from 0; negative counts from the end.")
 flags.DEFINE_integer("positions", 100, "Positions in the positional-encoding plot.")
-# The most rows a positional-encoding plot takes: its table and image grow with them (100,000
-# positions take about 1.2 GB), and millions would exhaust the machine's memory.
+# The most rows a positional-encoding plot takes: its table and image grow with them, and ten
+# million exhausted a 24 GiB machine's memory.
 MAX_POSITIONS = 100_000
 flags.DEFINE_string("schedule_hparams_set", None,
                     "Plot this registered set's learning-rate schedule instead of the run's.")

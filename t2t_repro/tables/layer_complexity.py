@@ -258,15 +258,13 @@ def add_arguments(parser):
     parser.add_argument("--format", choices=("text", "json"), default="text")
 
 
-PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
-
-
 def check_plot_file(path):
     """Exits with one line unless `path` is a file the plot can be written to: a `.png` name in
     a folder that exists and can be written, and no checkpoint or other file than an earlier
     PNG (the plot would replace it)."""
     from t2t_repro.cli import output_paths
     from t2t_repro.errors import ConfigurationError
+    from t2t_repro.training.attention_images import PNG_SIGNATURE
 
     try:
         output_paths.check_output_file(path, "--plot")

@@ -87,6 +87,9 @@ def attention_images(model, problem, input_ids, target_ids):
     return AttentionImages({stack: tile_heads(maps[stack]) for stack in STACKS}, description)
 
 
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"  # the first bytes of every PNG file
+
+
 def png_bytes(image):
     """uint8 [height, width, 3] -> a PNG file's bytes (8-bit RGB, no filtering)."""
     height, width, _ = image.shape
@@ -97,7 +100,7 @@ def png_bytes(image):
 
     rows = np.concatenate([np.zeros((height, 1), np.uint8),  # filter type 0 per row
                            image.reshape(height, width * 3)], axis=1)
-    return (b"\x89PNG\r\n\x1a\n"
+    return (PNG_SIGNATURE
             + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0))
             + chunk(b"IDAT", zlib.compress(rows.tobytes(), 6)) + chunk(b"IEND", b""))
 

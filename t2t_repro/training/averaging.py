@@ -90,13 +90,13 @@ def average_checkpoints(paths, output_path):
         CheckpointLayoutError: the checkpoints differ in a dataset's name, shape or dtype.
         ConfigurationError: one of them cannot be read (it is named).
     """
+    from t2t_repro.training import checkpoints
+
     if not paths:
         raise ValueError("No checkpoints to average.")
     if any(os.path.realpath(path) == os.path.realpath(output_path) for path in paths):
         raise ValueError(f"{output_path} is one of the checkpoints being averaged; "
                          f"write the average elsewhere.")
-    from t2t_repro.training import checkpoints
-
     newest = paths[-1]
     directory = os.path.dirname(os.path.abspath(output_path))
     with contextlib.ExitStack() as stack:
