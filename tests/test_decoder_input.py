@@ -68,6 +68,20 @@ def test_decoder_bleu_and_raw_text_count_the_same_lines(reverse_run, tmp_path):
     assert len(lines) == AWKWARD_LINE_COUNT and lines[0] == "1 2\r3"
 
 
+def test_blank_file_lines_are_counted_apart_from_the_sentences_decoded(reverse_run, tmp_path):
+    sources = tmp_path / "sources.txt"
+    sources.write_text("1 2 3\n\n \t \n4 5\n")
+    decodes = tmp_path / "decodes.txt"
+    result = run_decoder(reverse_run, f"--decode_from_file={sources}",
+                         f"--decode_to_file={decodes}")
+    assert result.returncode == 0, result.stderr
+    assert ("2 of 4 lines are blank: each is answered by an empty line, not decoded."
+            in result.stderr.splitlines())
+    assert "decoded 2/2 sentences" in result.stderr
+    assert f"Wrote 4 decodes to {decodes}." in result.stderr.splitlines()
+    assert decodes.read_text().split("\n")[1:3] == ["", ""]
+
+
 def test_a_file_line_the_problem_cannot_encode_stops_before_decoding(reverse_run, tmp_path):
     sources = tmp_path / "sources.txt"
     sources.write_text("1 2 3\n4 x 5\n6 7\n")

@@ -167,6 +167,9 @@ def decode_file(problem, search, decode_hparams, sources, id_lists, references=N
 
     stderr = sys.stderr if stderr is None else stderr
     blank = [is_blank(source) for source in sources]
+    if any(blank):  # progress counts the sentences decoded, "Wrote" every line
+        print(f"{sum(blank)} of {len(blank)} lines are blank: each is answered by an empty "
+              f"line, not decoded.", file=stderr)
     to_decode = [ids for ids, skip in zip(id_lists, blank) if not skip]
     prefixes = (None if prefix_lists is None else
                 [prefix for prefix, skip in zip(prefix_lists, blank) if not skip])
