@@ -1,5 +1,6 @@
-"""Every command that writes a folder checks it before any work: a folder under a file, or in a
-read-only folder, is a one-line error naming the flag, and nothing is written anywhere."""
+"""Every command that writes a folder checks it before any work: a folder under a file, in a
+read-only folder, or a symbolic link to nothing, is a one-line error naming the flag, and nothing
+is written anywhere."""
 
 import contextlib
 import os
@@ -34,7 +35,7 @@ def tree(folder):
                   for parent, folders, files in os.walk(folder) for name in folders + files)
 
 
-@pytest.mark.parametrize("case", ["under_file", "read_only"])
+@pytest.mark.parametrize("case", ["under_file", "read_only", "dangling_link"])
 @pytest.mark.parametrize("command", COMMANDS)
 def test_an_output_folder_that_cannot_be_written_is_one_line_before_any_work(
         tmp_path, command, case):
@@ -44,17 +45,21 @@ def test_an_output_folder_that_cannot_be_written_is_one_line_before_any_work(
     (run / "flags.txt").write_text(RUN_FLAGS)
     file = tmp_path / "file"
     file.write_text("not a folder\n")
+    (tmp_path / "link").symlink_to(tmp_path / "gone")
     with contextlib.ExitStack() as stack:
         read_only = stack.enter_context(read_only_folder(tmp_path / "read_only"))
         before = tree(tmp_path)
-        output = {"under_file": file / "out", "read_only": read_only / "out"}[case]
+        output = {"under_file": file / "out", "read_only": read_only / "out",
+                  "dangling_link": tmp_path / "link"}[case]
         result = run_module(module, *[flag.format(run=run) for flag in flags],
                             f"{output_flag}={output}")
         assert tree(tmp_path) == before
     assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
     [error] = [line for line in result.stderr.splitlines() if line.startswith("error:")]
     reason = {"under_file": f"cannot be created: {file} is a file, not a folder.",
-              "read_only": f"cannot be written: {read_only} is read-only"}[case]
+              "read_only": f"cannot be written: {read_only} is read-only",
+              "dangling_link": f"is a symbolic link to {tmp_path / 'gone'}, which does not "
+                               f"exist; create that folder, or name another."}[case]
     assert error.startswith(f"error: {output_flag}={output} {reason}"), error
 
 

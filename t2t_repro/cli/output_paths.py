@@ -27,6 +27,10 @@ def check_output_dir(path, flag="--output_dir"):
     """Raises ConfigurationError unless `path` is a folder this process can write in, or one it
     can create (every missing parent included)."""
     absolute = os.path.abspath(path)
+    if os.path.islink(absolute) and not os.path.exists(absolute):
+        raise ConfigurationError(f"{flag}={path} is a symbolic link to "
+                                 f"{os.readlink(absolute)}, which does not exist; create that "
+                                 f"folder, or name another.")
     if os.path.lexists(absolute) and not os.path.isdir(absolute):
         raise ConfigurationError(f"{flag}={path} is a file, not a folder; name a folder (it is "
                                  f"created if missing).")
