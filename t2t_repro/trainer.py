@@ -166,15 +166,28 @@ def decode_evaluation(problem):
     return DecodeEvaluation(problem, decode_hparams, FLAGS.eval_decode_examples)
 
 
+# What only evaluations read (--eval_early_stopping_steps, which stops training, is refused).
+EVALUATION_FLAGS = ("eval_every", "eval_steps", "eval_decode_examples",
+                    "eval_early_stopping_metric", "eval_early_stopping_metric_minimize",
+                    "eval_early_stopping_metric_delta")
+
+
 def best_criterion(problem):
     """What ranks the evaluations of a train_and_evaluate run (`best_checkpoint.Criterion`);
-    None for other schedules, which evaluate no checkpoints as they train."""
+    None for other schedules, which evaluate no checkpoints as they train (--schedule=train
+    names the evaluation flags given other values, which it leaves unused)."""
     from t2t_repro.training.best_checkpoint import choose_criterion
 
     if FLAGS.schedule != "train_and_evaluate":
         if FLAGS.eval_early_stopping_steps:
             raise ConfigurationError("--eval_early_stopping_steps needs evaluations during "
                                      "training: --schedule=train_and_evaluate.")
+        unused = [FLAGS[name].serialize() for name in EVALUATION_FLAGS
+                  if FLAGS[name].value != FLAGS[name].default]
+        if FLAGS.schedule == "train" and unused:
+            print(f"--schedule=train evaluates nothing: {', '.join(unused)} "
+                  f"{'has' if len(unused) == 1 else 'have'} no effect "
+                  f"(--schedule=train_and_evaluate evaluates as it trains).")
         return None
     criterion, note = choose_criterion(
         problem, decoding=bool(FLAGS.eval_decode_examples),

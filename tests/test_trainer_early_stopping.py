@@ -131,3 +131,18 @@ def test_early_stopping_without_what_it_needs_is_a_one_line_error(tmp_path, flag
     assert last_line.startswith("error: ") and message in last_line
     assert "Traceback" not in result.stderr
     assert not (tmp_path / "run").exists()
+
+
+def test_schedule_train_names_the_evaluation_flags_it_leaves_unused(tmp_path):
+    """TINY_RUN sets --eval_every and --eval_steps away from their defaults; --schedule=train
+    evaluates nothing, so they and the metric are named as unused, and no eval folder or best
+    checkpoint is written."""
+    output_dir = tmp_path / "run"
+    result = run_trainer(f"--output_dir={output_dir}", "--schedule=train", "--train_steps=2",
+                         "--eval_early_stopping_metric=loss")
+    assert result.returncode == 0, result.stderr
+    assert ("--schedule=train evaluates nothing: --eval_every=5, --eval_steps=2, "
+            "--eval_early_stopping_metric=loss have no effect (--schedule=train_and_evaluate "
+            "evaluates as it trains).") in result.stdout.splitlines()
+    assert not (output_dir / "eval").exists() and not (output_dir / "best").exists()
+    assert list_checkpoints(str(output_dir))[-1][0] == 2
