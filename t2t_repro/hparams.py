@@ -52,6 +52,23 @@ class MissingHParamError(HParamsError, AttributeError):
             f"--hparams_set and --hparams again (its checkpoints are kept).")
 
 
+def as_override(value):
+    """`value` as an override string writes it: a boolean as true or false."""
+    return str(value).lower() if isinstance(value, bool) else value
+
+
+def differences_text(hparams, other, theirs, names=None):
+    """`name=<value in hparams> (<theirs> <value in other>), ...` for `names` (default: every
+    hparam in which the two differ), values as overrides write them, "not set" where one lacks
+    the hparam."""
+    def value(values, name):
+        return as_override(values[name]) if name in values else "not set"
+
+    return ", ".join(f"{name}={value(hparams.values(), name)} ({theirs} "
+                     f"{value(other.values(), name)})"
+                     for name in (hparams.differences(other) if names is None else names))
+
+
 def at_least(lowest, note=""):
     """A range for `check_ranges`: values >= `lowest`; `note` says what the lowest means."""
     return (lambda value: value >= lowest), f"at least {lowest}{note}"

@@ -212,8 +212,8 @@ def test_hparams_without_a_set_are_checked_against_the_runs_as_with_one(reverse_
                                                                      input=lines).stdout)
     deeper = run_decoder(reverse_run, "--hparams=num_hidden_layers=2", input=lines)
     assert deeper.returncode == 1 and error_lines(deeper.stderr) == [
-        f"error: {reverse_run} holds a run trained with different hparams (num_hidden_layers "
-        f"differ). Leave out --hparams_set and the --hparams that change them, and the model "
+        f"error: {reverse_run} holds a run trained with other hparams: num_hidden_layers=2 "
+        f"(the run's 1). Leave out --hparams_set and the --hparams that change them, and the model "
         f"is read with its own ({reverse_run}/hparams.json)."]
     unknown = run_decoder(reverse_run, "--hparams=num_hiden_layers=2", input=lines)
     assert unknown.returncode == 1 and len(error_lines(unknown.stderr)) == 1
@@ -300,8 +300,8 @@ def test_a_checkpoint_of_a_run_with_other_hparams_is_a_one_line_error_naming_the
     [error] = error_lines(result.stderr)
     assert error.startswith(f"error: {checkpoint} does not fit this model, whose hparams "
                             f"differ from those of its run {learned_positions_run}: "
-                            f"num_hidden_layers=1 (its run 2), position_encoding='sinusoidal' "
-                            f"(its run 'learned');")
+                            f"num_hidden_layers=1 (its run 2), position_encoding=sinusoidal "
+                            f"(its run learned);")
 
 
 def test_a_checkpoint_copied_out_of_its_run_decodes_with_the_hparams_stored_in_it(
@@ -328,8 +328,8 @@ def test_a_checkpoint_copied_out_of_its_run_decodes_with_the_hparams_stored_in_i
     assert other_set.returncode == 1 and "Traceback" not in other_set.stderr, other_set.stderr
     [error] = error_lines(other_set.stderr)
     assert error.startswith(f"error: {copied} does not fit this model, whose hparams differ "
-                            f"from those stored in it: position_encoding='sinusoidal' (stored "
-                            f"'learned');")
+                            f"from those stored in it: position_encoding=sinusoidal (stored "
+                            f"learned);")
 
 
 def test_a_checkpoint_path_alone_names_its_run_or_else_the_folder_holding_it(

@@ -133,9 +133,9 @@ def test_run_writes_its_config_resumes_from_flagfile_and_refuses_other_hparams(t
     )
     assert refused.returncode != 0
     assert refused.stderr.splitlines() == [
-        f"error: {output_dir} holds a run trained with different hparams (batch_size differ). "
-        f"Use the same hparams set and overrides (see {output_dir}/hparams.json and flags.txt), "
-        f"or another output folder."]
+        f"error: {output_dir} holds a run trained with other hparams: batch_size=512 (the "
+        f"run's 256). Use the same hparams set and overrides (see {output_dir}/hparams.json and "
+        f"flags.txt), or another output folder."]
     assert (output_dir / "hparams.json").read_text() == hparams_before
     assert not (output_dir / "ckpt-20.weights.h5").exists()
 

@@ -218,7 +218,8 @@ def test_a_run_trained_from_python_is_recorded_for_fine_tuning_as_the_trainers(t
                                                                 FINE_TUNING_HPARAMS))
 
     recorded = (source / "hparams.json").read_text()
-    with pytest.raises(ConfigurationError, match=r"different hparams \(hidden_size differ\)"):
+    with pytest.raises(ConfigurationError,
+                       match=r"other hparams: hidden_size=32 \(the run's 64\)\. "):
         create_training_run(problem, create_hparams("transformer_tiny", f"{HPARAMS},"
                                                     "hidden_size=32"), str(source))
     with pytest.raises(ConfigurationError, match=f"^--problem=algorithmic_reverse disagrees "

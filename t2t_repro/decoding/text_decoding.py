@@ -6,7 +6,7 @@ from t2t_repro.decoding.alignments import ALIGNMENT_DEFAULTS, add_alignment_hpar
 from t2t_repro.decoding.sampling import create_sampler
 from t2t_repro.decoding.transformer_search import TransformerBeamSearch
 from t2t_repro.errors import ConfigurationError
-from t2t_repro.hparams import HParamsError, at_least, check_ranges
+from t2t_repro.hparams import HParamsError, as_override, at_least, check_ranges
 from t2t_repro.names import PAD_ID
 
 
@@ -32,13 +32,8 @@ def create_decode_hparams(problem, overrides=""):
 def changed_settings(hparams, defaults):
     """`name=value` for each hparam of `defaults` ({name: default value}) that `hparams` sets
     to another value, in the order of `defaults`, written as --decode_hparams takes it."""
-    return [f"{name}={_as_given(getattr(hparams, name))}" for name, default in defaults.items()
+    return [f"{name}={as_override(getattr(hparams, name))}" for name, default in defaults.items()
             if getattr(hparams, name) != default]
-
-
-def _as_given(value):
-    """`value` as an override string gives it: a boolean as true or false."""
-    return str(value).lower() if isinstance(value, bool) else value
 
 
 def unread_settings(problem, hparams, reads):

@@ -49,9 +49,9 @@ def check_saved_hparams(run_dir, hparams, reading=False):
                   f"is read with its own ({run_dir}/{HPARAMS_FILENAME})." if reading else
                   f"Use the same hparams set and overrides (see {run_dir}/{HPARAMS_FILENAME} "
                   f"and {FLAGS_FILENAME}), or another output folder.")
+        differing = hparams_lib.differences_text(hparams, saved, "the run's")
         raise ConfigurationError(
-            f"{run_dir} holds a run trained with different hparams "
-            f"({', '.join(hparams.differences(saved))} differ). {remedy}")
+            f"{run_dir} holds a run trained with other hparams: {differing}. {remedy}")
 
 
 def save_run_record(run_dir, hparams, problem, model_name):

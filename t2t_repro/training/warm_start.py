@@ -114,8 +114,7 @@ def model_hparam_differences(hparams, saved, theirs):
     saved = hparams_lib.with_added_model_hparams(saved, hparams)
     differing = [name for name in hparams.differences(saved) if name in fixed_hparams(hparams)
                  or name not in hparams.values()]
-    return ", ".join(f"{name}={hparams.values().get(name)!r} ({theirs} "
-                     f"{saved.values().get(name)!r})" for name in differing)
+    return hparams_lib.differences_text(hparams, saved, theirs, differing)
 
 
 def check_hparams(checkpoint, hparams):
