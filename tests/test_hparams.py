@@ -312,3 +312,16 @@ def test_table3_rows_keep_the_papers_per_head_sizes():
                       ("c_d256", 32), ("c_d1024", 128)]:
         hp = create_hparams(f"transformer_table3_{name}")
         assert (hp.attention_key_channels or hp.hidden_size) // hp.num_heads == d_k, name
+
+
+def test_differences_text_writes_both_values_as_overrides_do():
+    """Booleans as true/false, strings bare, and an hparam one side lacks as "not set"; in the
+    order `HParams.differences` gives (sorted by name)."""
+    ours = HParams(hidden_size=64, fused_attention=True, ffn_activation="relu", depth=2)
+    theirs = HParams(hidden_size=32, fused_attention=False, ffn_activation="gelu", depth=2,
+                     extra=1)
+    assert hparams_lib.differences_text(ours, theirs, "the run's") == (
+        "extra=not set (the run's 1), ffn_activation=relu (the run's gelu), "
+        "fused_attention=true (the run's false), hidden_size=64 (the run's 32)")
+    assert hparams_lib.differences_text(ours, theirs, "source", ["hidden_size"]) == (
+        "hidden_size=64 (source 32)")
