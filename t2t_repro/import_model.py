@@ -39,8 +39,8 @@ flags.DEFINE_list("vocabs", None, "marian: the source and target vocabulary .yml
                   "file for both when the vocabulary is joint).")
 flags.DEFINE_list("sentencepiece_models", None, "marian: the source and target SentencePiece "
                   "models (one file for both when they are the same).")
-flags.DEFINE_string("checkpoint", None, "tensor2tensor: the checkpoint (its folder, or a "
-                    "checkpoint prefix) of a `transformer` model.")
+flags.DEFINE_string("checkpoint", None, "tensor2tensor: the checkpoint (its folder, a "
+                    "checkpoint prefix, or one of its files) of a `transformer` model.")
 flags.DEFINE_string("vocab_file", None, "tensor2tensor: its SubwordTextEncoder vocabulary "
                     "file (or give --problem and --data_dir).")
 flags.DEFINE_integer("num_heads", 8, "tensor2tensor: attention heads, which a checkpoint "

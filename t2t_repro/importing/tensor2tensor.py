@@ -44,6 +44,42 @@ def vocabulary_file(data_dir, problem):
     return paths[0]
 
 
+# The files a TensorFlow checkpoint `<prefix>` is written as.
+_CHECKPOINT_FILE = re.compile(r"^(.+)\.(index|meta|data-\d+-of-\d+)$")
+_CHECKPOINT_HINT = ("give the folder tensor2tensor trained in (with its `checkpoint` file), or "
+                    "a checkpoint prefix such as model.ckpt-250000")
+
+
+def checkpoint_prefix(path):
+    """The TensorFlow checkpoint `path` names: a folder's newest (its `checkpoint` file), a
+    prefix, or the prefix of one of its files (`.index`, `.data-*`, `.meta`, which a user may
+    well name; TensorFlow reads an `.index` as a checkpoint of no variables). A path that
+    names none is a ModelImportError saying what it is instead."""
+    import tensorflow as tf
+
+    from t2t_repro.training import checkpoints
+
+    if os.path.isdir(path):
+        newest = tf.train.latest_checkpoint(path)
+        if newest is not None:
+            return newest
+        if checkpoints.list_checkpoints(path):
+            raise ModelImportError(f"{path} is a run of this project, which needs no import: "
+                                   f"decode, export or fine-tune it as it is.")
+        raise ModelImportError(f"{path} holds no TensorFlow checkpoint; {_CHECKPOINT_HINT}.")
+    own_file = _CHECKPOINT_FILE.match(path)
+    if own_file and os.path.exists(own_file.group(1) + ".index"):
+        return own_file.group(1)
+    if not os.path.exists(path) and not os.path.exists(path + ".index"):
+        raise ModelImportError(f"{path} does not exist, nor does {path}.index; "
+                               f"{_CHECKPOINT_HINT}.")
+    if path.endswith(".weights.h5"):
+        raise ModelImportError(f"{path} is a Keras weights file (a checkpoint of this "
+                               f"project, which needs no import), not tensor2tensor's; "
+                               f"{_CHECKPOINT_HINT}.")
+    return path
+
+
 class CheckpointWeights:
     """The checkpoint's `transformer/` variables, taken by name; `check_all_taken` names any
     left over."""
@@ -52,8 +88,9 @@ class CheckpointWeights:
         import tensorflow as tf
 
         self.checkpoint = checkpoint
+        prefix = checkpoint_prefix(checkpoint)
         try:
-            self.reader = tf.train.load_checkpoint(checkpoint)
+            self.reader = tf.train.load_checkpoint(prefix)
         except (ValueError, tf.errors.OpError) as error:
             message = str(error).splitlines()[0] if str(error) else type(error).__name__
             raise ModelImportError(f"{checkpoint} is not a readable TensorFlow checkpoint: "

@@ -175,6 +175,60 @@ def test_other_model_and_missing_vocabulary_are_one_line_errors(vocab_file, tmp_
         assert not output.exists()
 
 
+def test_a_checkpoint_is_named_by_its_folder_its_prefix_or_any_of_its_files(vocab_file,
+                                                                            tmp_path):
+    """TensorFlow reads an `.index` file as a checkpoint of no variables (and the others not at
+    all); the import reads the checkpoint the file belongs to."""
+    from t2t_repro.importing.tensor2tensor import checkpoint_prefix
+
+    folder = tmp_path / "t2t"
+    write_checkpoint(t2t_variables(False, (1, 1), seed=0), str(folder))
+    prefix = str(folder / "model.ckpt-7")  # write_checkpoint's global step
+    for name in (str(folder), prefix, *(prefix + suffix for suffix in (
+            ".index", ".meta", ".data-00000-of-00001"))):
+        assert checkpoint_prefix(name) == prefix
+    hparams = []
+    for number, name in enumerate((folder, prefix + ".index")):
+        run = tmp_path / f"run{number}"
+        result = run_module(
+            "t2t_repro.import_model", "--format=tensor2tensor", f"--checkpoint={name}",
+            f"--vocab_file={vocab_file}", f"--num_heads={HEADS}", "--source_language=en",
+            "--target_language=de", f"--output_dir={run}")
+        assert result.returncode == 0, result.stderr
+        hparams.append(json.loads((run / "hparams.json").read_text()))
+    assert hparams[0] == hparams[1]
+
+
+HINT = ("give the folder tensor2tensor trained in (with its `checkpoint` file), or a checkpoint "
+        "prefix such as model.ckpt-250000.")
+
+
+@pytest.mark.parametrize("case", ["missing", "empty folder", "run of this project",
+                                  "weights file"])
+def test_a_checkpoint_path_that_names_no_tensorflow_checkpoint_says_what_it_names(
+        vocab_file, tmp_path, case):
+    run_here = tmp_path / "trained_here"
+    run_here.mkdir()
+    (run_here / "ckpt-3.weights.h5").write_bytes(b"")
+    (tmp_path / "empty").mkdir()
+    path, message = {
+        "missing": (tmp_path / "nope", f"does not exist, nor does {tmp_path / 'nope'}.index; "
+                                       f"{HINT}"),
+        "empty folder": (tmp_path / "empty", f"holds no TensorFlow checkpoint; {HINT}"),
+        "run of this project": (run_here, "is a run of this project, which needs no import: "
+                                          "decode, export or fine-tune it as it is."),
+        "weights file": (run_here / "ckpt-3.weights.h5", "is a Keras weights file (a checkpoint "
+                         f"of this project, which needs no import), not tensor2tensor's; {HINT}"),
+    }[case]
+    output = tmp_path / "run"
+    line = one_line_error(run_module(
+        "t2t_repro.import_model", "--format=tensor2tensor", f"--checkpoint={path}",
+        f"--vocab_file={vocab_file}", "--source_language=en", "--target_language=de",
+        f"--output_dir={output}"))
+    assert line == f"error: {path} {message}"
+    assert not output.exists()
+
+
 @pytest.mark.parametrize("flag", ["--num_heads=0", "--target_space_id=-1"])
 def test_heads_or_a_target_space_below_their_range_are_refused_as_the_flags_are_read(
         vocab_file, tmp_path, flag):
