@@ -68,12 +68,17 @@ def test_decoder_bleu_and_raw_text_count_the_same_lines(reverse_run, tmp_path):
     assert len(lines) == AWKWARD_LINE_COUNT and lines[0] == "1 2\r3"
 
 
-def test_blank_file_lines_are_counted_apart_from_the_sentences_decoded(reverse_run, tmp_path):
+def decode_text_file(output_dir, tmp_path, text):
+    """The decoder's result on a file of `text`, its path and the output file it names."""
     sources = tmp_path / "sources.txt"
-    sources.write_text("1 2 3\n\n \t \n4 5\n")
+    sources.write_text(text)
     decodes = tmp_path / "decodes.txt"
-    result = run_decoder(reverse_run, f"--decode_from_file={sources}",
-                         f"--decode_to_file={decodes}")
+    return (run_decoder(output_dir, f"--decode_from_file={sources}",
+                        f"--decode_to_file={decodes}"), sources, decodes)
+
+
+def test_blank_file_lines_are_counted_apart_from_the_sentences_decoded(reverse_run, tmp_path):
+    result, _, decodes = decode_text_file(reverse_run, tmp_path, "1 2 3\n\n \t \n4 5\n")
     assert result.returncode == 0, result.stderr
     assert ("2 of 4 lines are blank: each is answered by an empty line, not decoded."
             in result.stderr.splitlines())
@@ -83,11 +88,7 @@ def test_blank_file_lines_are_counted_apart_from_the_sentences_decoded(reverse_r
 
 
 def test_a_file_line_the_problem_cannot_encode_stops_before_decoding(reverse_run, tmp_path):
-    sources = tmp_path / "sources.txt"
-    sources.write_text("1 2 3\n4 x 5\n6 7\n")
-    decodes = tmp_path / "decodes.txt"
-    result = run_decoder(reverse_run, f"--decode_from_file={sources}",
-                         f"--decode_to_file={decodes}")
+    result, sources, decodes = decode_text_file(reverse_run, tmp_path, "1 2 3\n4 x 5\n6 7\n")
     assert result.returncode != 0
     assert f"{sources} line 2: algorithmic_reverse accepts only the symbols 0..9" in result.stderr
     assert "'x'" in result.stderr and "Traceback" not in result.stderr
@@ -111,11 +112,8 @@ def learned_positions_run(tmp_path_factory):
 
 def test_a_file_line_longer_than_the_position_table_stops_before_decoding(
         learned_positions_run, tmp_path):
-    sources = tmp_path / "sources.txt"
-    sources.write_text("1 2 3\n" + " ".join("1" * 9) + "\n")  # 9 symbols + EOS: 10 positions
-    decodes = tmp_path / "decodes.txt"
-    result = run_decoder(learned_positions_run, f"--decode_from_file={sources}",
-                         f"--decode_to_file={decodes}")
+    result, sources, decodes = decode_text_file(  # 9 symbols and EOS: 10 positions
+        learned_positions_run, tmp_path, "1 2 3\n" + " ".join("1" * 9) + "\n")
     assert result.returncode != 0
     assert f"{sources} line 2: The source has 10 positions" in result.stderr
     assert "max_length=8" in result.stderr and "Traceback" not in result.stderr
@@ -225,11 +223,8 @@ LONG_SOURCE = " ".join("1" * 30)  # 30 symbols and EOS: 31 tokens, over max_leng
 
 def test_a_file_line_over_max_input_tokens_stops_before_decoding(reverse_run, tmp_path):
     """The limit defaults to hparam max_length (24 here) and --max_input_tokens raises it."""
-    sources = tmp_path / "sources.txt"
-    sources.write_text(f"1 2 3\n{LONG_SOURCE}\n")
-    decodes = tmp_path / "decodes.txt"
-    refused = run_decoder(reverse_run, f"--decode_from_file={sources}",
-                          f"--decode_to_file={decodes}")
+    refused, sources, decodes = decode_text_file(reverse_run, tmp_path,
+                                                 f"1 2 3\n{LONG_SOURCE}\n")
     assert refused.returncode == 1 and "Traceback" not in refused.stderr, refused.stderr
     [error] = error_lines(refused.stderr)
     assert error.startswith(f"error: {sources} line 2: the source has 31 tokens (EOS included), "
