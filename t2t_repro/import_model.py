@@ -43,8 +43,9 @@ flags.DEFINE_string("checkpoint", None, "tensor2tensor: the checkpoint (its fold
                     "checkpoint prefix, or one of its files) of a `transformer` model.")
 flags.DEFINE_string("vocab_file", None, "tensor2tensor: its SubwordTextEncoder vocabulary "
                     "file (or give --problem and --data_dir).")
-flags.DEFINE_integer("num_heads", 8, "tensor2tensor: attention heads, which a checkpoint "
-                     "does not record (transformer_base 8, transformer_big 16).", lower_bound=1)
+flags.DEFINE_integer("num_heads", None, "tensor2tensor (required): attention heads, which a "
+                     "checkpoint does not record (transformer_base 8, transformer_big 16).",
+                     lower_bound=1)
 flags.DEFINE_integer("target_space_id", 0, "tensor2tensor: the problem's target space, the "
                      "row of target_space_embedding added to the encoder input (0, GENERIC, "
                      "for current translate problems; older ones used e.g. DE_TOK 8).",
@@ -119,6 +120,10 @@ def import_tensor2tensor():
     from t2t_repro.importing import tensor2tensor
     from t2t_repro.importing.run_folder import write_run
 
+    if FLAGS.num_heads is None:
+        raise ConfigurationError("--format=tensor2tensor needs --num_heads: a checkpoint does "
+                                 "not record its attention heads (the hparams set it was "
+                                 "trained with does: transformer_base 8, transformer_big 16).")
     if (FLAGS.vocab_file is None) == (FLAGS.problem is None or FLAGS.data_dir is None):
         raise ConfigurationError("--format=tensor2tensor needs its vocabulary: --vocab_file, or "
                                  "--problem and --data_dir (not both).")
@@ -128,7 +133,8 @@ def import_tensor2tensor():
     write_run(imported, FLAGS.output_dir, FLAGS.source_language, FLAGS.target_language)
     hp = imported.hparams
     print(f"Imported {FLAGS.checkpoint}: {hp.num_encoder_layers}+{hp.num_decoder_layers} "
-          f"layers, d_model {hp.hidden_size}, {imported.description['layout']}; "
+          f"layers, d_model {hp.hidden_size}, {hp.num_heads} heads, "
+          f"{imported.description['layout']}; "
           f"{imported.source_model.vocab_size} subtokens ({vocab_file}) -> {FLAGS.output_dir}")
 
 

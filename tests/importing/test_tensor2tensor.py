@@ -169,8 +169,8 @@ def test_other_model_and_missing_vocabulary_are_one_line_errors(vocab_file, tmp_
         output = tmp_path / "run"
         line = one_line_error(run_module(
             "t2t_repro.import_model", "--format=tensor2tensor", f"--checkpoint={checkpoint}",
-            f"--vocab_file={vocabulary}", "--source_language=en", "--target_language=de",
-            f"--output_dir={output}"))
+            f"--vocab_file={vocabulary}", f"--num_heads={HEADS}", "--source_language=en",
+            "--target_language=de", f"--output_dir={output}"))
         assert named in line
         assert not output.exists()
 
@@ -195,6 +195,7 @@ def test_a_checkpoint_is_named_by_its_folder_its_prefix_or_any_of_its_files(voca
             f"--vocab_file={vocab_file}", f"--num_heads={HEADS}", "--source_language=en",
             "--target_language=de", f"--output_dir={run}")
         assert result.returncode == 0, result.stderr
+        assert f"d_model {D}, {HEADS} heads, post-norm;" in result.stdout
         hparams.append(json.loads((run / "hparams.json").read_text()))
     assert hparams[0] == hparams[1]
 
@@ -223,9 +224,24 @@ def test_a_checkpoint_path_that_names_no_tensorflow_checkpoint_says_what_it_name
     output = tmp_path / "run"
     line = one_line_error(run_module(
         "t2t_repro.import_model", "--format=tensor2tensor", f"--checkpoint={path}",
+        f"--vocab_file={vocab_file}", f"--num_heads={HEADS}", "--source_language=en",
+        "--target_language=de", f"--output_dir={output}"))
+    assert line == f"error: {path} {message}"
+    assert not output.exists()
+
+
+def test_the_heads_a_checkpoint_does_not_record_must_be_given(vocab_file, tmp_path):
+    """A default of 8 heads would import the stand-in's 2 as another model, silently."""
+    folder = tmp_path / "t2t"
+    write_checkpoint(t2t_variables(False, (1, 1), seed=0), str(folder))
+    output = tmp_path / "run"
+    line = one_line_error(run_module(
+        "t2t_repro.import_model", "--format=tensor2tensor", f"--checkpoint={folder}",
         f"--vocab_file={vocab_file}", "--source_language=en", "--target_language=de",
         f"--output_dir={output}"))
-    assert line == f"error: {path} {message}"
+    assert line == ("error: --format=tensor2tensor needs --num_heads: a checkpoint does not "
+                    "record its attention heads (the hparams set it was trained with does: "
+                    "transformer_base 8, transformer_big 16).")
     assert not output.exists()
 
 
