@@ -105,7 +105,9 @@ def transformer_spec(model, source_tokens, target_tokens, positions=DEFAULT_SINU
         raise CTranslate2ExportError(
             "this model adds a trained vector to every encoder input (hparam "
             "encoder_input_bias, tensor2tensor's target-space embedding), which CTranslate2's "
-            "Transformer cannot express; export a SavedModel with t2t_repro.exporter instead.")
+            "Transformer cannot express; decode and score it with the Python commands (a "
+            "SavedModel export takes it too, unless its vocabulary is tensor2tensor's subwords, "
+            "as an imported checkpoint's is).")
     pre_norm = bool(hp.normalize_first)
     spec = specs.TransformerSpec.from_config(
         (len(model.encoder_layers), len(model.decoder_layers)), hp.num_heads, pre_norm=pre_norm,

@@ -318,3 +318,19 @@ def test_a_restricted_self_attention_model_is_refused(tmp_path):
     with pytest.raises(CTranslate2ExportError, match="self_attention_window=4.*exporter"):
         write_ctranslate2_model(model, SymbolProblem(), str(tmp_path / "ct2"))
     assert not (tmp_path / "ct2").exists()
+
+
+def test_a_model_adding_a_vector_to_every_encoder_input_is_refused_naming_what_takes_it(
+        tmp_path):
+    """tensor2tensor's target-space embedding (hparam encoder_input_bias): CTranslate2 has no
+    such input; the refusal sends the user to what does take it, not to a SavedModel alone,
+    which an imported tensor2tensor run (subword vocabulary) cannot be."""
+    hparams = create_hparams("transformer_tiny", "encoder_input_bias=true")
+    model = Transformer(hparams, VOCAB_SIZE, VOCAB_SIZE).build_weights()
+    with pytest.raises(CTranslate2ExportError) as raised:
+        write_ctranslate2_model(model, SymbolProblem(), str(tmp_path / "ct2"))
+    assert str(raised.value).endswith(
+        "which CTranslate2's Transformer cannot express; decode and score it with the Python "
+        "commands (a SavedModel export takes it too, unless its vocabulary is tensor2tensor's "
+        "subwords, as an imported checkpoint's is).")
+    assert not (tmp_path / "ct2").exists()
