@@ -127,6 +127,13 @@ class SubwordVocabulary:
             reason = f"{model_path} is not a readable SentencePiece model ({error})"
             raise VocabularyError(f"{reason}; generate the data again with datagen, or restore "
                                   f"the file from a copy.", reason) from None
+        ids = (self._processor.pad_id(), self._processor.eos_id())
+        if ids != (PAD_ID, EOS_ID):  # another's model: its ids would be read as ours
+            reason = (f"{model_path} puts padding at id {ids[0]} and EOS at id {ids[1]} "
+                      f"(sentencepiece's defaults put none and 2), where this project's "
+                      f"vocabularies have {PAD_ID} and {EOS_ID}: train it with pad_id={PAD_ID}, "
+                      f"eos_id={EOS_ID}, unk_id={UNK_ID}, bos_id=-1")
+            raise VocabularyError(f"{reason}, or give a vocabulary datagen wrote.", reason)
 
     @property
     def vocab_size(self):

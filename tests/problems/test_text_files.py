@@ -291,6 +291,27 @@ def test_a_vocabulary_that_is_no_sentencepiece_model_is_an_error_naming_it(corpu
     assert not (tmp_path / "data").exists()
 
 
+def test_a_sentencepiece_model_with_other_special_ids_is_an_error_saying_how_to_train_one(
+        corpus, tmp_path):
+    """sentencepiece's defaults (<unk> 0, <s> 1, </s> 2, no padding) would put padding and EOS
+    ids inside the encoded data, silently."""
+    import sentencepiece
+
+    prefix = tmp_path / "defaults"
+    sentencepiece.SentencePieceTrainer.train(
+        input=str(corpus / "part-1.en"), model_prefix=str(prefix), vocab_size=200,
+        minloglevel=2)
+    model = f"{prefix}.model"
+    result = datagen(tmp_path / "data", dropped(data_hparams(corpus, f"vocabulary={model}"),
+                                                "vocab_size"))
+    assert one_line_error(result) == (
+        f"error: vocabulary={model} is not a SentencePiece model this can read ({model} puts "
+        f"padding at id -1 and EOS at id 2 (sentencepiece's defaults put none and 2), where "
+        f"this project's vocabularies have 0 and 1: train it with pad_id=0, eos_id=1, "
+        f"unk_id=2, bos_id=-1); name a run's <data_dir>/translate_text_files.spm.model.")
+    assert not (tmp_path / "data").exists()
+
+
 # --- Separate source and target vocabularies -------------------------------------------------
 
 
