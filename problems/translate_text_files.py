@@ -41,8 +41,9 @@ SIZE_HPARAMS = ("vocab_size", "source_vocab_size", "target_vocab_size")
 
 def matched_files(name, pattern):
     """The files a path or glob pattern names, sorted; none, or a folder among them, is a
-    RawDataError."""
-    paths = sorted(glob.glob(os.path.expanduser(pattern)))
+    RawDataError. An existing file is itself, though its name holds `[`, `*` or `?`."""
+    path = os.path.expanduser(pattern)
+    paths = [path] if os.path.isfile(path) else sorted(glob.glob(path))
     if not paths:
         raise RawDataError(f"{name}={pattern} matches no file.")
     folders = [path for path in paths if os.path.isdir(path)]

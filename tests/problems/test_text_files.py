@@ -99,6 +99,20 @@ def generate_and_train(root, hparams):
     return generated
 
 
+def test_an_existing_file_whose_name_looks_like_a_pattern_is_that_file(tmp_path):
+    """`train[1].en` as a glob matches `train1.en`, another corpus; an existing file is read as
+    named, and patterns still match as globs."""
+    from problems.translate_text_files import matched_files
+
+    bracketed, plain = tmp_path / "train[1].en", tmp_path / "train1.en"
+    for path in (bracketed, plain):
+        write_lines(path, ["a"])
+    assert matched_files("train_source", str(bracketed)) == [str(bracketed)]
+    assert matched_files("train_source", str(tmp_path / "train?.en")) == [str(plain)]
+    assert matched_files("train_source", str(tmp_path / "train*.en")) == sorted(
+        [str(bracketed), str(plain)])
+
+
 def test_datagen_reads_every_file_the_patterns_match(deen_run):
     metadata = json.loads((deen_run["data"] / "translate_text_files.datagen.json").read_text())
     assert metadata["splits"]["train"]["examples"] == 2 * SPLIT_LINES
@@ -295,8 +309,6 @@ def test_a_sentencepiece_model_with_other_special_ids_is_an_error_saying_how_to_
         corpus, tmp_path):
     """sentencepiece's defaults (<unk> 0, <s> 1, </s> 2, no padding) would put padding and EOS
     ids inside the encoded data, silently."""
-    import sentencepiece
-
     prefix = tmp_path / "defaults"
     sentencepiece.SentencePieceTrainer.train(
         input=str(corpus / "part-1.en"), model_prefix=str(prefix), vocab_size=200,
