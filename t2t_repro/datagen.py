@@ -4,9 +4,9 @@
     python -m t2t_repro.datagen --problem=translate_ende --data_dir=data --tmp_dir=multi30k \\
         --data_hparams=vocab_size=8000 --nodownload
 
-Raw files are read from --tmp_dir (the accepted names are in the README and in the error that
-lists them); WMT14 is downloaded through tensorflow-datasets when they are absent. Running it
-again with the data present does nothing.
+Raw files are read from --tmp_dir (the accepted names are in docs/training.md, "Raw files
+instead of the download", and in the error that lists them); WMT14 is downloaded through
+tensorflow-datasets when they are absent. Running it again with the data present does nothing.
 """
 
 from t2t_repro.cli import quiet_tensorflow
@@ -28,4 +28,5 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    entry_point.run(main)
+    entry_point.run(main, ("problem", "data_dir", "tmp_dir", "data_hparams", "download",
+                           "t2t_usr_dir"))

@@ -33,4 +33,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    entry_point.run(main)
+    entry_point.run(main, ("output_dir", "checkpoint_path", "quantization"))

@@ -139,4 +139,4 @@ def import_tensor2tensor():
 
 
 if __name__ == "__main__":
-    entry_point.run(main)
+    entry_point.run(main, ("output_dir", "problem", "data_dir"))

@@ -112,4 +112,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    entry_point.run(main)
+    entry_point.run(main, ("model_name",))

@@ -131,4 +131,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    entry_point.run(main)
+    entry_point.run(main, ("export_dir", "model_name"))

@@ -395,4 +395,6 @@ def exit_if_worker_failed(error):
 
 
 if __name__ == "__main__":
-    entry_point.run(main)
+    entry_point.run(main, ("problem", "data_dir", "tmp_dir", "data_hparams", "download",
+                           "output_dir", "model", "hparams_set", "hparams", "decode_hparams",
+                           "random_seed", "t2t_usr_dir"))

@@ -26,6 +26,22 @@ def test_a_command_without_its_flags_names_them_in_one_line(command, missing):
     assert len(result.stderr.strip().splitlines()) == 1, result.stderr
 
 
+@pytest.mark.parametrize("command, shared, own", [
+    ("t2t_repro.datagen", ["--problem", "--data_dir", "--tmp_dir", "--data_hparams",
+                           "--[no]download", "--t2t_usr_dir"], []),
+    ("t2t_repro.import_model", ["--output_dir", "--problem", "--data_dir"],
+     ["--format", "--checkpoint", "--num_heads"]),
+])
+def test_helpshort_lists_the_flags_other_modules_define_beside_the_commands_own(
+        command, shared, own):
+    """absl's --helpshort lists the main module's flags alone: datagen, whose flags all live in
+    t2t_repro.cli, listed none."""
+    result = run_module_in_subprocess(command, "--helpshort")
+    listed = {line.split(":")[0].strip() for line in result.stdout.splitlines()
+              if line.startswith("  --")}
+    assert set(shared + own) <= listed, result.stdout
+
+
 @pytest.mark.parametrize("flag, message", [
     ("--batch_size=0", "flag --batch_size=0: 0 is not a positive integer"),
     ("--bach_size=4", "Unknown command line flag 'bach_size'. Did you mean: batch_size ?"),

@@ -61,9 +61,11 @@ def one_line(error):
     return " ".join(line.strip() for line in str(error).strip().splitlines())
 
 
-def run(main):
+def run(main, key_flags=()):
     """The entry point of a command: absl parses the flags, then `main(argv)` runs with user
-    errors reported as one line.
+    errors reported as one line. `key_flags`: the flags the command reads that other modules
+    define (`--output_dir`, `--problem` ...), which --help and --helpshort then list beside its
+    own (absl lists only the main module's).
 
     What the command's imports made (TensorFlow's and Keras's hundreds of thousands of objects,
     alive as long as the process) is first frozen out of the garbage collector's full passes,
@@ -74,6 +76,8 @@ def run(main):
     Standard output is written in UTF-8, as every command reads text, whatever the locale's
     encoding: in an ASCII or Latin-1 locale a translation would otherwise stop the command
     with a UnicodeEncodeError at its first character outside that encoding."""
+    for name in key_flags:  # absl names the main module's flags by its file, sys.argv[0]
+        flags.FLAGS.register_key_flag_for_module(sys.argv[0], flags.FLAGS[name])
     gc.freeze()
     if isinstance(sys.stdout, io.TextIOWrapper) and sys.stdout.encoding != "utf-8":
         sys.stdout.reconfigure(encoding="utf-8")
