@@ -54,6 +54,11 @@ VOCABULARY_CLASSES = {SENTENCEPIECE: SubwordVocabulary,
                       TENSOR2TENSOR_SUBWORDS: Tensor2TensorSubwords}
 
 
+def _shown(value):
+    """A data hparam's value in a message: an empty one (a path not given) as "unset"."""
+    return "unset" if value == "" else value
+
+
 class PairSources:
     """The `(input_text, target_text)` pairs of one or more sources, one after the other.
 
@@ -228,7 +233,8 @@ class TextPairProblem(Problem):
 
     def _adopt_data_hparams(self, generated):
         conflicts = [
-            f"{name}={getattr(self.data_hparams, name)} asked, {getattr(generated, name)} there"
+            f"{name}={_shown(getattr(self.data_hparams, name))} asked, "
+            f"{_shown(getattr(generated, name))} there"
             for name in self.explicit_data_hparams
             if getattr(generated, name) != getattr(self.data_hparams, name)
         ]

@@ -126,6 +126,11 @@ def check_hparams(checkpoint, hparams):
                              f"({', '.join(sorted(TRAINING_ONLY_HPARAMS))}).")
 
 
+# How: translate_text_files encodes a corpus with given vocabulary files.
+ENCODE_WITH_IT = (" (translate_text_files' data hparam vocabulary=<its file>, or "
+                  "source_vocabulary= and target_vocabulary=, in a new --data_dir)")
+
+
 def check_vocabularies(source_vocabularies, vocabularies):
     """WarmStartError naming both files of the first pair whose contents differ: the source
     run's vocabulary files against this run's, in order (one shared file, or the source side's
@@ -141,13 +146,13 @@ def check_vocabularies(source_vocabularies, vocabularies):
             f"{', '.join(vocabularies) or 'none'} against "
             f"{', '.join(source_vocabularies) or 'none'}"
             f" (a shared vocabulary is one file, separate source and target ones two); "
-            f"fine-tune on data encoded with the run's own.")
+            f"fine-tune on data encoded with the run's own{ENCODE_WITH_IT}.")
     for source_vocabulary, vocabulary in zip(source_vocabularies, vocabularies):
         if not filecmp.cmp(source_vocabulary, vocabulary, shallow=False):
             raise WarmStartError(
                 f"the vocabulary differs from the run to start from: {vocabulary} is not "
                 f"{source_vocabulary}; its embeddings belong to its own vocabulary, so "
-                f"fine-tune on data encoded with it.")
+                f"fine-tune on data encoded with it{ENCODE_WITH_IT}.")
 
 
 def check_stored_vocabularies(checkpoint, problem):

@@ -267,7 +267,15 @@ def test_another_vocabulary_is_an_error_naming_both_files(deen_run, corpus, tmp_
     other = tmp_path / "data" / "translate_text_files.spm.model"
     assert str(other) in line
     assert str(deen_run["data"] / "translate_text_files.spm.model") in line
+    assert line.endswith("fine-tune on data encoded with it (translate_text_files' data hparam "
+                         "vocabulary=<its file>, or source_vocabulary= and target_vocabulary=, "
+                         "in a new --data_dir).")
     assert not (tmp_path / "run").exists()
+    # That advice followed in the data folder just written: its vocabulary was trained there.
+    own = deen_run["data"] / "translate_text_files.spm.model"
+    line = one_line_error(datagen(tmp_path / "data", data_hparams(corpus, f"vocabulary={own}",
+                                                                  train="part-2")))
+    assert f"(vocabulary={own} asked, unset there)" in line
     copied = copied_out(deen_run["run"] / "ckpt-30.weights.h5", tmp_path / "copied")
     decoded = run_module("t2t_repro.decoder", "--problem=translate_text_files",
                          f"--data_dir={tmp_path / 'data'}", f"--checkpoint_path={copied}",
