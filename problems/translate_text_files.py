@@ -59,6 +59,13 @@ def paired_files(source_name, source_pattern, target_name, target_pattern):
     files are a RawDataError naming both lists."""
     sources = matched_files(source_name, source_pattern)
     targets = matched_files(target_name, target_pattern)
+    same = [source for source, target in zip(sources, targets)
+            if os.path.samefile(source, target)]
+    if same:
+        raise RawDataError(
+            f"{source_name}={source_pattern} and {target_name}={target_pattern} both name "
+            f"{same[0]}; give each side's file (a tab-separated corpus: split its columns "
+            f"into two files, e.g. with cut -f1 and cut -f2).")
     if len(sources) != len(targets):
         raise RawDataError(
             f"{source_name}={source_pattern} matches {len(sources)} files "

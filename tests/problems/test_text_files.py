@@ -113,6 +113,20 @@ def test_an_existing_file_whose_name_looks_like_a_pattern_is_that_file(tmp_path)
         [str(bracketed), str(plain)])
 
 
+def test_one_file_as_both_sides_is_refused_naming_it(tmp_path):
+    """A tab-separated corpus given as both sides trained a copy task of whole lines."""
+    from problems.translate_text_files import paired_files
+    from t2t_repro.data.raw_text import RawDataError
+
+    corpus = write_lines(tmp_path / "corpus.tsv", ["ein Hund\ta dog"])
+    with pytest.raises(RawDataError) as raised:
+        paired_files("train_source", str(corpus), "train_target", str(tmp_path / "*.tsv"))
+    assert str(raised.value) == (
+        f"train_source={corpus} and train_target={tmp_path / '*.tsv'} both name {corpus}; give "
+        f"each side's file (a tab-separated corpus: split its columns into two files, e.g. with "
+        f"cut -f1 and cut -f2).")
+
+
 def test_datagen_reads_every_file_the_patterns_match(deen_run):
     metadata = json.loads((deen_run["data"] / "translate_text_files.datagen.json").read_text())
     assert metadata["splits"]["train"]["examples"] == 2 * SPLIT_LINES
