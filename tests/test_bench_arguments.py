@@ -95,7 +95,21 @@ def test_help_lists_the_benchmarks(capsys):
     from t2t_repro.bench.__main__ import main
 
     main(["bench", "--help"])
-    assert capsys.readouterr().out.splitlines()[-1] == f"benchmarks: {BENCHMARK_NAMES}"
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[-1] == f"benchmarks: {BENCHMARK_NAMES}"
+    assert lines[-2] == ("--backend=jax runs `train` under JAX, with flags of its own: "
+                         "python -m t2t_repro.bench train --backend=jax --help")
+
+
+def test_the_tensorflow_training_benchmarks_help_points_at_the_jax_ones_flags(capsys):
+    from t2t_repro.bench import train
+
+    with pytest.raises(SystemExit) as exit:
+        train.main(["--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert exit.value.code == 0
+    assert help_text.endswith("--backend=jax runs `train` under JAX, with flags of its own: "
+                              "python -m t2t_repro.bench train --backend=jax --help")
 
 
 def test_the_tensorflow_backend_named_reaches_the_benchmarks_own_parser(capsys):

@@ -191,3 +191,12 @@ def test_the_peers_positions_are_the_papers_sinusoids():
     expected = np.empty((length, depth))
     expected[:, 0::2], expected[:, 1::2] = np.sin(angles), np.cos(angles)
     np.testing.assert_allclose(sinusoids(length, depth).numpy(), expected, atol=1e-5)
+
+
+def test_the_jax_benchs_title_promises_mfu_only_where_a_row_has_it():
+    """On a CPU no peak is known (its MFU rows are left out), unless --peak_tflops gives one."""
+    from t2t_repro.bench.train_jax import mfu_clause
+
+    assert mfu_clause("cpu", {None}) == "no MFU: cpu's peak is unknown (give --peak_tflops)"
+    assert mfu_clause("NVIDIA H200", {989.0, None}) == (
+        "MFU against NVIDIA H200's dense peak at the dtype")

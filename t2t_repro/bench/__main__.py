@@ -5,6 +5,7 @@
 import os
 import sys
 
+from t2t_repro.bench.arguments import JAX_HELP
 from t2t_repro.utils import backend
 from t2t_repro.cli import quiet_tensorflow
 from t2t_repro.cli.entry_point import report_user_errors
@@ -35,7 +36,8 @@ def split_backend_flag(flags):
 
 def main(argv):
     if argv[1:2] in (["--help"], ["-h"]):
-        print(f"{__doc__.splitlines()[0]}\nbenchmarks: {', '.join(sorted(BENCHMARKS))}")
+        print(f"{__doc__.splitlines()[0]}\n{JAX_HELP}\n"
+              f"benchmarks: {', '.join(sorted(BENCHMARKS))}")
         return
     if len(argv) < 2 or argv[1] not in BENCHMARKS:
         dispatcher_parser().error(f"name a benchmark first: {', '.join(sorted(BENCHMARKS))}")

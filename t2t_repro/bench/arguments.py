@@ -5,6 +5,10 @@ measure nothing."""
 
 import argparse
 
+# Said by `bench --help` and `bench train --help`: the JAX benchmark's flags are its own.
+JAX_HELP = ("--backend=jax runs `train` under JAX, with flags of its own: "
+            "python -m t2t_repro.bench train --backend=jax --help")
+
 
 def _number(kind, lowest, lowest_allowed=True):
     """An argparse type: `kind(text)`, at least `lowest` (above it if not `lowest_allowed`)."""

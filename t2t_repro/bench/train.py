@@ -31,7 +31,7 @@ import time
 
 import numpy as np
 
-from t2t_repro.bench.arguments import non_negative_int, positive_int
+from t2t_repro.bench.arguments import JAX_HELP, non_negative_int, positive_int
 from t2t_repro.bench.newstest import encode_with_shared_vocabulary, newstest2014
 from t2t_repro.bench.peak_memory import run_in_own_process
 from t2t_repro.bench.pipeline import DEFAULT_DATA_ROOT
@@ -133,7 +133,7 @@ def contender_names(skip_peer):
 
 def main(argv):
     parser = OneLineErrorParser(prog="python -m t2t_repro.bench train",
-                                description=__doc__.split("\n\n")[0])
+                                description=__doc__.split("\n\n")[0], epilog=JAX_HELP)
     parser.add_argument("--data_root", default=DEFAULT_DATA_ROOT,
                         help="the shared data folder holding multi30k_ende/ and wmt14_ende/")
     parser.add_argument("--batch_tokens", type=positive_int, default=4096,

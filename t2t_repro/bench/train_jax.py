@@ -171,7 +171,7 @@ def main(argv):
     inputs, targets = (_padded_to_multiple(ids, args.length_multiple) for ids in (inputs, targets))
     tokens = int(np.count_nonzero(targets))
     peer = None if args.skip_peer else peer_name(args.torch_eager)
-    rows = []
+    rows, peaks = [], set()
     for set_name in args.hparams_sets.split(","):
         for dtype in args.dtypes:
             hparams = create_hparams(set_name, ",".join(
@@ -180,6 +180,7 @@ def main(argv):
                 measure_contender, OURS, hparams, vocab_size, inputs, targets, args.warmup,
                 args.steps, args.peak_tflops, "cpu", profile(f"{set_name} {dtype}"))}
             (_, (device, peak, torch_device)), _ = measured[OURS]
+            peaks.add(peak)
             if peer:
                 measured[peer] = run_in_own_process(
                     measure_contender, peer, hparams, vocab_size, inputs, targets,
@@ -203,11 +204,19 @@ def main(argv):
     title = (f"Training step under JAX on {device} (forward, label-smoothed loss, backward, "
              f"Adam), vocab {vocab_size}: one newstest2014 batch of {len(inputs)} pairs, padded "
              f"to {inputs.shape[1]} x {targets.shape[1]} tokens, {tokens:,} real target tokens; "
-             f"median step of {args.steps}; MFU against {device}'s dense peak at the dtype")
+             f"median step of {args.steps}; {mfu_clause(device, peaks)}")
     print(format_table(rows, title))
     if peer is None:
         print("peer: " + ("skipped (--skip_peer)" if args.skip_peer else
                           "PyTorch is not installed: pip install -e '.[bench]'"))
+
+
+def mfu_clause(device, peaks):
+    """What the table's title says of MFU, given the peaks (TFLOPS, None where unknown) of the
+    rows: a CPU's is unknown unless --peak_tflops gives it, and then no row has MFU."""
+    if any(peaks):
+        return f"MFU against {device}'s dense peak at the dtype"
+    return f"no MFU: {device}'s peak is unknown (give --peak_tflops)"
 
 
 def peer_name(eager):
