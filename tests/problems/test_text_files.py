@@ -113,6 +113,20 @@ def test_an_existing_file_whose_name_looks_like_a_pattern_is_that_file(tmp_path)
         [str(bracketed), str(plain)])
 
 
+def test_an_eval_split_of_blank_lines_is_refused_with_its_counts_before_the_training_shards(
+        corpus, tmp_path):
+    for side in ("de", "en"):
+        write_lines(tmp_path / f"blank.{side}", ["", " ", ""])
+    hparams = data_hparams(corpus).replace(f"{corpus}/dev.", f"{tmp_path}/blank.")
+    result = datagen(tmp_path / "data", hparams)
+    line = one_line_error(result)
+    assert line.startswith("error: translate_text_files: the eval split has no examples (")
+    assert "3 lines, 0 kept, 3 dropped as empty" in line
+    assert "translate_text_files train:" not in result.stdout  # found before that work
+    assert not list((tmp_path / "data").glob("*train*"))
+    assert not (tmp_path / "data" / "translate_text_files.datagen.json").exists()
+
+
 def test_one_file_as_both_sides_is_refused_naming_it(tmp_path):
     """A tab-separated corpus given as both sides trained a copy task of whole lines."""
     from problems.translate_text_files import paired_files
