@@ -94,8 +94,18 @@ def check_source(checkpoint, problem, hparams):
                              f"vocabulary {checkpoint} was trained with is unknown; name a "
                              f"checkpoint of a run the trainer wrote.")
     source_problem.check_data()  # adopts the data hparams it was generated with
-    check_vocabularies(getattr(source_problem, "vocabulary_paths", []),
-                       getattr(problem, "vocabulary_paths", []))
+    source_paths = getattr(source_problem, "vocabulary_paths", [])
+    paths = getattr(problem, "vocabulary_paths", [])
+    if bool(source_paths) != bool(paths):  # one problem's ids are its symbols
+        def ids(named, files):
+            return (f"{named.name}, whose ids are "
+                    f"{'its vocabulary ' + ', '.join(files) if files else 'its own symbols'}")
+
+        raise WarmStartError(
+            f"--warm_start_from={checkpoint} was trained on {ids(source_problem, source_paths)}; "
+            f"this run is {ids(problem, paths)}. The ids mean different things: start from a "
+            f"run encoded with this run's vocabulary.")
+    check_vocabularies(source_paths, paths)
 
 
 def fixed_hparams(hparams):

@@ -245,6 +245,27 @@ def fine_tune(deen_run, data_dir, output_dir, source=None):
         f"--warm_start_from={source or deen_run['run']}")
 
 
+def test_a_source_run_whose_ids_are_its_symbols_is_refused_naming_both_problems(deen_run,
+                                                                                 tmp_path):
+    """algorithmic_copy's ids are its digits, a corpus run's its vocabulary's pieces; the
+    message said only that one vocabulary file is not the other's none."""
+    source = tmp_path / "copy"
+    trained = run_module(
+        "t2t_repro.trainer", "--problem=algorithmic_copy", f"--output_dir={source}",
+        "--hparams_set=transformer_tiny",
+        "--hparams=batch_size=1024,max_length=128,num_hidden_layers=1", "--train_steps=1",
+        "--save_checkpoints_steps=1", "--schedule=train")
+    assert trained.returncode == 0, trained.stderr
+    line = one_line_error(fine_tune(deen_run, deen_run["data"], tmp_path / "run",
+                                    source=source))
+    assert line == (
+        f"error: --warm_start_from={source / 'ckpt-1.weights.h5'} was trained on "
+        f"algorithmic_copy, whose ids are its own symbols; this run is translate_text_files, "
+        f"whose ids are its vocabulary {deen_run['data'] / 'translate_text_files.spm.model'}. "
+        f"The ids mean different things: start from a run encoded with this run's vocabulary.")
+    assert not (tmp_path / "run").exists()
+
+
 def copied_out(checkpoint, folder):
     """A copy of `checkpoint` alone in `folder`, outside any run."""
     folder.mkdir()
