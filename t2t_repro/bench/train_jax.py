@@ -213,7 +213,8 @@ def main(argv):
 
 def mfu_clause(device, peaks):
     """What the table's title says of MFU, given the peaks (TFLOPS, None where unknown) of the
-    rows: a CPU's is unknown unless --peak_tflops gives it, and then no row has MFU."""
+    rows: a CPU's is unknown unless --peak_tflops gives it, and without a peak no row has
+    MFU."""
     if any(peaks):
         return f"MFU against {device}'s dense peak at the dtype"
     return f"no MFU: {device}'s peak is unknown (give --peak_tflops)"

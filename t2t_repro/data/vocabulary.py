@@ -130,7 +130,7 @@ class SubwordVocabulary:
         ids = (self._processor.pad_id(), self._processor.eos_id())
         if ids != (PAD_ID, EOS_ID):  # another's model: its ids would be read as ours
             reason = (f"{model_path} puts padding at id {ids[0]} and EOS at id {ids[1]} "
-                      f"(sentencepiece's defaults put none and 2), where this project's "
+                      f"(sentencepiece's defaults: no padding, EOS at 2), where this project's "
                       f"vocabularies have {PAD_ID} and {EOS_ID}: train it with pad_id={PAD_ID}, "
                       f"eos_id={EOS_ID}, unk_id={UNK_ID}, bos_id=-1")
             raise VocabularyError(f"{reason}, or give a vocabulary datagen wrote.", reason)

@@ -97,15 +97,18 @@ def check_source(checkpoint, problem, hparams):
     source_paths = getattr(source_problem, "vocabulary_paths", [])
     paths = getattr(problem, "vocabulary_paths", [])
     if bool(source_paths) != bool(paths):  # one problem's ids are its symbols
-        def ids(named, files):
-            return (f"{named.name}, whose ids are "
-                    f"{'its vocabulary ' + ', '.join(files) if files else 'its own symbols'}")
-
         raise WarmStartError(
-            f"--warm_start_from={checkpoint} was trained on {ids(source_problem, source_paths)}; "
-            f"this run is {ids(problem, paths)}. The ids mean different things: start from a "
-            f"run encoded with this run's vocabulary.")
+            f"--warm_start_from={checkpoint} was trained on {_ids(source_problem, source_paths)}"
+            f"; this run is {_ids(problem, paths)}. The ids mean different things: start from "
+            f"a run encoded with this run's vocabulary.")
     check_vocabularies(source_paths, paths)
+
+
+def _ids(problem, vocabulary_paths):
+    """What `problem`'s ids are, for a message: its vocabulary files' pieces, or its symbols."""
+    what = ("its vocabulary " + ", ".join(vocabulary_paths) if vocabulary_paths else
+            "its own symbols")
+    return f"{problem.name}, whose ids are {what}"
 
 
 def fixed_hparams(hparams):
@@ -153,8 +156,7 @@ def check_vocabularies(source_vocabularies, vocabularies):
     if len(source_vocabularies) != len(vocabularies):
         raise WarmStartError(
             f"the vocabularies differ from the run to start from: "
-            f"{', '.join(vocabularies) or 'none'} against "
-            f"{', '.join(source_vocabularies) or 'none'}"
+            f"{', '.join(vocabularies)} against {', '.join(source_vocabularies)}"
             f" (a shared vocabulary is one file, separate source and target ones two); "
             f"fine-tune on data encoded with the run's own{ENCODE_WITH_IT}.")
     for source_vocabulary, vocabulary in zip(source_vocabularies, vocabularies):

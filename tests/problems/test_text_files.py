@@ -375,8 +375,8 @@ def test_a_sentencepiece_model_with_other_special_ids_is_an_error_saying_how_to_
                                                 "vocab_size"))
     assert one_line_error(result) == (
         f"error: vocabulary={model} is not a SentencePiece model this can read ({model} puts "
-        f"padding at id -1 and EOS at id 2 (sentencepiece's defaults put none and 2), where "
-        f"this project's vocabularies have 0 and 1: train it with pad_id=0, eos_id=1, "
+        f"padding at id -1 and EOS at id 2 (sentencepiece's defaults: no padding, EOS at 2), "
+        f"where this project's vocabularies have 0 and 1: train it with pad_id=0, eos_id=1, "
         f"unk_id=2, bos_id=-1); name a run's <data_dir>/translate_text_files.spm.model.")
     assert not (tmp_path / "data").exists()
 
