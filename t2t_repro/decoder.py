@@ -165,6 +165,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    entry_point.run(main, ("problem", "data_dir", "output_dir", "checkpoint_path",
-                           "hparams_set", "hparams", "decode_hparams", "decode_precision",
-                           "max_input_tokens", "random_seed", "t2t_usr_dir"))
+    entry_point.run(main, (*trained_run.KEY_FLAGS, "decode_precision", "random_seed"))

@@ -172,6 +172,4 @@ def main(argv, target=None):
 
 
 if __name__ == "__main__":
-    entry_point.run(main, ("problem", "data_dir", "output_dir", "export_dir", "checkpoint_path",
-                           "hparams_set", "hparams", "decode_hparams", "decode_precision",
-                           "max_input_tokens", "t2t_usr_dir"))
+    entry_point.run(main, (*trained_run.KEY_FLAGS, "export_dir", "decode_precision"))

@@ -59,8 +59,9 @@ flags.DEFINE_string("target_language", None, "The target language's code (e.g. e
 FORMAT_FLAGS = {"opus_mt": ("model_dir",),
                 "marian": ("model_file", "vocabs", "sentencepiece_models"),
                 "tensor2tensor": ("checkpoint",)}
-# Flags only --format=tensor2tensor reads, beside its required ones (--problem: the problem
-# it was trained on, whose vocab.<problem>.*.subwords in --data_dir is its vocabulary).
+# Flags only --format=tensor2tensor reads, beside --checkpoint (--problem: the problem it was
+# trained on, whose vocab.<problem>.*.subwords in --data_dir is its vocabulary; --num_heads is
+# required, and `import_tensor2tensor` says why when it is missing).
 TENSOR2TENSOR_OPTIONS = ("vocab_file", "problem", "data_dir", "num_heads", "target_space_id")
 # Flags of problem_flags that no format reads.
 UNUSED_PROBLEM_FLAGS = ("tmp_dir", "data_hparams", "download")

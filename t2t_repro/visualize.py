@@ -108,6 +108,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    entry_point.run(main, ("problem", "data_dir", "output_dir", "checkpoint_path",
-                           "hparams_set", "hparams", "decode_hparams", "max_input_tokens",
-                           "t2t_usr_dir"))
+    entry_point.run(main, trained_run.KEY_FLAGS)

@@ -112,6 +112,10 @@ def check_run_vocabulary(named, run_dir, problem):
 
 # What a trained run's flags.txt supplies when not given; the hparams come from its hparams.json.
 RUN_FLAGS = ("problem", "data_dir", "t2t_usr_dir")
+# The shared flags every command reading a trained run takes, for its --help
+# (`entry_point.run`'s key_flags).
+KEY_FLAGS = (*RUN_FLAGS, "output_dir", "checkpoint_path", "hparams_set", "hparams",
+             "decode_hparams", "max_input_tokens")
 
 
 def same_value(name, given, recorded):
