@@ -34,12 +34,13 @@ quiet_tensorflow.import_tensorflow()  # before anything imports it: see the modu
 from absl import flags  # noqa: E402
 
 from t2t_repro.cli import (  # noqa: E402
-    ensemble_models, entry_point, output_paths, problem_flags, trained_run)
+    checkpoint_flag, ensemble_models, entry_point, output_paths, problem_flags, trained_run)
 from t2t_repro.cli import precision_flag  # noqa: E402,F401 (--decode_precision)
 from t2t_repro.cli import seed_flag  # noqa: E402,F401 (--random_seed)
 from t2t_repro.decoding import file_decoding  # noqa: E402
 from t2t_repro.decoding.precision import model_in_precision  # noqa: E402
 from t2t_repro.errors import ConfigurationError  # noqa: E402
+from t2t_repro.training.run_records import run_dir_of  # noqa: E402
 from t2t_repro.utils.out_of_memory import advice_when_out_of_memory  # noqa: E402
 
 FLAGS = flags.FLAGS
@@ -92,16 +93,18 @@ def score(problem, decode_hparams):
 
 def check_decode_to_file(problem):
     """--decode_to_file must be a file that can be written, and none the decoder reads (its
-    input files, the run's records, the problem's vocabularies, any checkpoint) or the run and
-    its data keep."""
+    input files, the run's records, the problem's vocabularies, any checkpoint) or that the
+    run, the runs of the checkpoints decoded (an ensemble's members) and the data keep."""
     path = FLAGS.decode_to_file
     output_paths.check_output_file(path, "--decode_to_file")
     output_paths.check_not_an_input(path, "--decode_to_file", {
         **{f"--{name}": FLAGS[name].value for name in INPUT_FILE_FLAGS},
         **trained_run.records_and_vocabularies(problem)})
     output_paths.check_not_a_checkpoint(path, "--decode_to_file")
-    output_paths.check_not_kept(path, "--decode_to_file", FLAGS.output_dir, problem.data_dir,
-                                getattr(problem, "data_name", None))
+    runs = {FLAGS.output_dir, *filter(None, map(run_dir_of, checkpoint_flag.named_checkpoints()))}
+    for run_dir in sorted(runs):  # --output_dir's, and those of the models decoded
+        output_paths.check_not_kept(path, "--decode_to_file", run_dir, problem.data_dir,
+                                    getattr(problem, "data_name", None))
 
 
 def run():

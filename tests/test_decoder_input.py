@@ -327,6 +327,34 @@ def test_a_checkpoint_copied_out_of_its_run_decodes_with_the_hparams_stored_in_i
                             f"learned);")
 
 
+def test_no_ensemble_members_run_loses_a_file_to_the_decode_to_file(
+        reverse_run, learned_positions_run, tmp_path):
+    """--decode_to_file may replace no record of the run of any checkpoint decoded (here the
+    second member's), add no file to its subfolders, and be named as no checkpoint: each a
+    one-line error before decoding, the file as it was."""
+    source = tmp_path / "source.txt"
+    source.write_text("1 2\n")
+    member = learned_positions_run
+    assert (member / "train").is_dir()  # its TensorBoard events
+    refused = {
+        member / "hparams.json": "is the run's hparams.json; writing it would replace it. "
+                                 "Name another output file.",
+        member / "flags.txt": "is the run's flags.txt; writing it would replace it. Name "
+                              "another output file.",
+        member / "train" / "decodes.txt": "is in the run's train/, which holds what the run "
+                                          "keeps. Name an output file outside it.",
+        member / "ckpt-9.weights.h5": "is named as a checkpoint (*.weights.h5), and commands "
+                                      "would read it as one. Name another output file.",
+    }
+    for path, what in refused.items():
+        before = path.read_bytes() if path.exists() else None
+        result = run_decoder(reverse_run, f"--checkpoint_path={reverse_run},{member}",
+                             f"--decode_from_file={source}", f"--decode_to_file={path}")
+        assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
+        assert error_lines(result.stderr) == [f"error: --decode_to_file={path} {what}"]
+        assert (path.read_bytes() if path.exists() else None) == before
+
+
 def test_a_checkpoint_path_alone_names_its_run_or_else_the_folder_holding_it(
         reverse_run, learned_positions_run, tmp_path):
     """Without --output_dir: the run the one checkpoint belongs to, whose flags.txt names the

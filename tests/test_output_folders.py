@@ -65,33 +65,38 @@ def test_an_output_folder_that_cannot_be_written_is_one_line_before_any_work(
 
 def test_an_output_file_the_run_or_its_data_keeps_is_refused_and_others_are_not(tmp_path):
     """What `--decode_to_file` may not replace: the data's own files (named after the data),
-    anything in the run's subfolders, its averaged.json. A decode written before, beside them,
-    may be written again, as where an imported run is its own data folder."""
+    the run's records; nor may it add a file to the run's subfolders, where it would be read
+    as the run's (a checkpoint in best/, say). A decode written before, beside them, may be
+    written again, as where an imported run is its own data folder."""
     from t2t_repro.cli.output_paths import check_not_kept
     from t2t_repro.errors import ConfigurationError
 
     run, data = tmp_path / "run", tmp_path / "data"
     for path in (data / "translate_ende.datagen.json", data / "translate_ende-train-00000-of-00001",
                  run / "best" / "best.json", run / "eval" / "decodes-100.txt",
-                 run / "averaged.json", run / "test100.de", data / "translate_endex.txt",
-                 data / "notes.txt"):
+                 run / "averaged.json", run / "hparams.json", run / "test100.de",
+                 data / "translate_endex.txt", data / "notes.txt"):
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text("kept\n")
     (tmp_path / "link.json").symlink_to(data / "translate_ende.datagen.json")
-    refused = {
-        data / "translate_ende.datagen.json": f"is a file of the translate_ende data in {data}",
-        data / "translate_ende-train-00000-of-00001": f"is a file of the translate_ende data "
+    replaced = {
+        data / "translate_ende.datagen.json": f"a file of the translate_ende data in {data}",
+        data / "translate_ende-train-00000-of-00001": f"a file of the translate_ende data "
                                                       f"in {data}",
-        tmp_path / "link.json": f"is a file of the translate_ende data in {data}",
-        run / "best" / "best.json": "is a file in the run's best/",
-        run / "eval" / "decodes-100.txt": "is a file in the run's eval/",
-        run / "averaged.json": "is the run's averaged.json",
+        tmp_path / "link.json": f"a file of the translate_ende data in {data}",
+        run / "averaged.json": "the run's averaged.json",
+        run / "hparams.json": "the run's hparams.json",
     }
+    refused = {path: f"is {what}; writing it would replace it. Name another output file."
+               for path, what in replaced.items()}
+    for path in (run / "best" / "best.json", run / "best" / "new.de",
+                 run / "eval" / "decodes-100.txt"):
+        refused[path] = (f"is in the run's {path.parent.name}/, which holds what the run keeps. "
+                         f"Name an output file outside it.")
     for path, what in refused.items():
         with pytest.raises(ConfigurationError) as raised:
             check_not_kept(str(path), "--decode_to_file", str(run), str(data), "translate_ende")
-        assert str(raised.value) == (f"--decode_to_file={path} {what}; writing it would "
-                                     f"replace it. Name another output file.")
+        assert str(raised.value) == f"--decode_to_file={path} {what}"
     for path in (run / "test100.de", data / "translate_endex.txt", data / "notes.txt",
                  run / "new.de", data / "new.de"):
         check_not_kept(str(path), "--decode_to_file", str(run), str(data), "translate_ende")

@@ -54,6 +54,13 @@ def resolve_checkpoint():
     return named_checkpoint(path, f"{flag}={path}")
 
 
+def named_checkpoints():
+    """Every checkpoint file --checkpoint_path (or --output_dir) names: one, or each member of
+    an ensemble's."""
+    members = ensemble_paths()
+    return [resolve_checkpoint()] if members is None else list(map(member_checkpoint, members))
+
+
 def leading_checkpoint():
     """`(checkpoint file, how to name it)` for the one checkpoint --checkpoint_path (or
     --output_dir) names, or an ensemble's first member, which speaks for the ensemble as

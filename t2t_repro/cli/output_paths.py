@@ -9,6 +9,9 @@ from t2t_repro.errors import ConfigurationError
 from t2t_repro.names import AVERAGED_MARKER, FLAGS_FILENAME, HPARAMS_FILENAME, RUN_SUBDIRS
 from t2t_repro.utils.atomic_files import is_written_in_place
 
+# The files a run folder keeps its records in, which every command reading the run reads.
+RUN_RECORDS = (AVERAGED_MARKER, HPARAMS_FILENAME, FLAGS_FILENAME)
+
 
 def _nearest_existing(path):
     """`path`, or its nearest ancestor that exists."""
@@ -73,37 +76,41 @@ def check_not_an_input(path, flag, inputs):
 
 def check_not_a_checkpoint(path, flag):
     """Raises ConfigurationError when the output `path` is an existing checkpoint (Keras
-    weights, `*.weights.h5`), or a symbolic link to one: no command's text may replace a
-    model."""
-    if os.path.realpath(path).endswith(".weights.h5") and os.path.exists(path):
+    weights, `*.weights.h5`) or a symbolic link to one, or is named as one: no command's text
+    may replace a model, nor lie where commands would load it as one."""
+    if not os.path.realpath(path).endswith(".weights.h5") and not path.endswith(".weights.h5"):
+        return
+    if os.path.exists(path):
         raise ConfigurationError(f"{flag}={path} is a checkpoint; writing it would replace it. "
                                  f"Name another output file.")
+    raise ConfigurationError(f"{flag}={path} is named as a checkpoint (*.weights.h5), and "
+                             f"commands would read it as one. Name another output file.")
 
 
 def check_not_kept(path, flag, run_dir, data_dir, data_name):
-    """Raises ConfigurationError when the output `path` is an existing file that the run in
-    `run_dir` or its data keeps and reads again: a file of the data named `data_name` in
-    `data_dir` (datagen's record, examples and vocabularies, named `<data_name>.*` and
-    `<data_name>-*`), anything in the run's own subfolders (TensorBoard's events, the best
-    checkpoint's record, exports), its averaged.json, or the records of an averaged model's
-    folder (avg_checkpoints' averaged.json, hparams.json and flags.txt, which the trainer and
-    a new average read). New files may go anywhere, and other files there (a decode written
-    before) may be replaced."""
+    """Raises ConfigurationError when the output `path` lies in one of the run `run_dir`'s own
+    subfolders (TensorBoard's events, the best checkpoint, exports: new files there would be
+    read as the run's), or is an existing file that the run or its data keeps and reads
+    again: a file of the data named `data_name` in `data_dir` (datagen's record, examples and
+    vocabularies, named `<data_name>.*` and `<data_name>-*`), the run's hparams.json,
+    flags.txt or averaged.json, or the records of an averaged model's folder (avg_checkpoints'
+    averaged.json, hparams.json and flags.txt, which the trainer and a new average read).
+    Other files anywhere else may be written (a decode written before, replaced)."""
+    real = os.path.realpath(path)
+    for subdir in RUN_SUBDIRS if run_dir else ():
+        if real.startswith(os.path.realpath(os.path.join(run_dir, subdir)) + os.sep):
+            raise ConfigurationError(f"{flag}={path} is in the run's {subdir}/, which holds "
+                                     f"what the run keeps. Name an output file outside it.")
     if not os.path.isfile(path):
         return
-    real = os.path.realpath(path)
     folder, name = os.path.split(real)
     kept = None
     if (data_dir and data_name and folder == os.path.realpath(data_dir)
             and re.match(rf"{re.escape(data_name)}[.-]", name)):
         kept = f"a file of the {data_name} data in {data_dir}"
-    for subdir in RUN_SUBDIRS if run_dir else ():
-        if real.startswith(os.path.realpath(os.path.join(run_dir, subdir)) + os.sep):
-            kept = f"a file in the run's {subdir}/"
-    if run_dir and real == os.path.realpath(os.path.join(run_dir, AVERAGED_MARKER)):
-        kept = f"the run's {AVERAGED_MARKER}"
-    elif (name in (AVERAGED_MARKER, HPARAMS_FILENAME, FLAGS_FILENAME)
-          and os.path.exists(os.path.join(folder, AVERAGED_MARKER))):
+    if run_dir and folder == os.path.realpath(run_dir) and name in RUN_RECORDS:
+        kept = f"the run's {name}"
+    elif name in RUN_RECORDS and os.path.exists(os.path.join(folder, AVERAGED_MARKER)):
         kept = f"a record of the averaged model in {folder}"
     if kept:
         raise ConfigurationError(f"{flag}={path} is {kept}; writing it would replace it. Name "
