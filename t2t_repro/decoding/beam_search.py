@@ -383,19 +383,20 @@ class BeamSearch:
         never for the whole vocabulary."""
         vocab_size = ops.shape(logits)[-1]
         tokens = ops.arange(vocab_size)
-        never = tokens == PAD_ID
+        excluded = tokens == PAD_ID
         if self.force_max_length:
-            never = ops.logical_or(never, tokens == self.eos_id)
-        logits = ops.where(never, NEG_INF, ops.cast(logits, "float32"))
+            excluded = ops.logical_or(excluded, tokens == self.eos_id)
+        logits = ops.where(excluded, NEG_INF, ops.cast(logits, "float32"))
         unforced = logits
         forcing = "target_prefix" in constants
         if forcing:
             forced = ops.repeat(constants["target_prefix"][:, position], self.beam_size, axis=0)
             forced = ops.expand_dims(forced, 1)
-            logits = ops.where((forced != PAD_ID) & (tokens != forced), NEG_INF, logits)
+            excluded = ops.logical_or(excluded, (forced != PAD_ID) & (tokens != forced))
+            logits = ops.where(excluded, NEG_INF, logits)
         if self.sampler is not None:
-            ids = ops.expand_dims(
-                self.sampler.sample(logits, step_seed(constants["seed"], position)), 1)
+            seed = step_seed(constants["seed"], position)
+            ids = ops.expand_dims(self.sampler.sample(logits, seed, excluded), 1)
             chosen = take_rows(logits, ids)
         else:
             # At most `beam` of the 2·beam end in EOS, so at least `beam` stay alive. Beam 1

@@ -15,8 +15,7 @@ from keras import ops
 from t2t_repro.hparams import HParamsError
 
 SAMPLING_METHODS = ("argmax", "random")
-# A finite "excluded" logit, below any real one (and below the search's NEG_INF too, so
-# that a token the search excluded stays excluded).
+# A finite "excluded" logit, below any real one.
 _EXCLUDED = -2e9
 
 
@@ -47,10 +46,19 @@ class Sampler:
             raise HParamsError(f"sampling_keep_top_p must be in (0, 1] (1: all tokens), got "
                              f"{self.keep_top_p}.")
 
-    def filtered_logits(self, logits):
+    def filtered_logits(self, logits, excluded=None):
         """[rows, vocab] float32 logits -> the logits sampled from: tempered, and those of the
-        tokens top-k and top-p exclude set to a very low value."""
-        logits = logits / self.temperature
+        tokens top-k and top-p exclude, and `excluded` (a boolean mask broadcastable to the
+        logits: tokens the caller rules out) set to a very low value.
+
+        The logits are shifted so that each row's largest is 0 before the temperature divides
+        them: a temperature near 0 then sends the others to -inf (greedy search) instead of
+        overflowing, and one however large leaves ruled-out tokens ruled out."""
+        shifted = logits - ops.max(logits, axis=-1, keepdims=True)
+        # 0 / 0 where a temperature below float32's range divides the row's largest.
+        logits = ops.where(shifted == 0, 0.0, shifted / self.temperature)
+        if excluded is not None:
+            logits = ops.where(excluded, _EXCLUDED, logits)
         if self.keep_top_k and self.keep_top_k < ops.shape(logits)[-1]:
             kth = ops.top_k(logits, self.keep_top_k)[0][:, -1:]
             logits = ops.where(logits < kth, _EXCLUDED, logits)
@@ -64,10 +72,10 @@ class Sampler:
             logits = ops.where(logits < lowest_kept, _EXCLUDED, logits)
         return logits
 
-    def sample(self, logits, seed):
-        """[rows] int32 token ids drawn from `filtered_logits(logits)`; `seed` an int32 tensor
-        [2] (see `step_seed`)."""
-        ids = keras.random.categorical(self.filtered_logits(logits), 1,
+    def sample(self, logits, seed, excluded=None):
+        """[rows] int32 token ids drawn from `filtered_logits(logits, excluded)`; `seed` an
+        int32 tensor [2] (see `step_seed`)."""
+        ids = keras.random.categorical(self.filtered_logits(logits, excluded), 1,
                                        seed=_keras_seed(seed))
         return ops.cast(ids[:, 0], "int32")
 

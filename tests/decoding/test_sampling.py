@@ -123,6 +123,31 @@ def test_top_k_1_is_greedy_search(model, loop):
     np.testing.assert_allclose(sampled.scores, greedy.scores, atol=1e-5)
 
 
+@pytest.mark.parametrize("temperature", [1e-38, 1e-45, 5e-324])
+def test_a_temperature_near_zero_samples_as_greedy_search(model, temperature):
+    """However small the temperature (below float32's range too), the tempered logits stay
+    usable: every draw is the most probable token, as greedy search's."""
+    greedy = TransformerBeamSearch(model, beam_size=1, alpha=0.0, extra_length=8)(SOURCES)
+    sampled = TransformerBeamSearch(model, beam_size=1, alpha=0.0, extra_length=8,
+                                    sampler=Sampler(temperature), seed=5)(SOURCES)
+    np.testing.assert_array_equal(sampled.ids, greedy.ids)
+
+
+@pytest.mark.parametrize("temperature", [1e9, 1e30])
+def test_a_token_the_search_rules_out_stays_out_at_any_temperature(model, temperature):
+    """A temperature so high that every token is about as likely as any other still draws
+    neither padding nor, where a target prefix forces a token, any other."""
+    copies = 64
+    prefixes = np.tile(np.array([[4, 6], [9, 0], [0, 0]], np.int32), (copies, 1))
+    ids = TransformerBeamSearch(model, beam_size=1, alpha=0.0, extra_length=8,
+                                sampler=Sampler(temperature), seed=5)(
+        np.tile(SOURCES, (copies, 1)), target_prefix=prefixes).ids[:, 0]
+    assert (ids[0::3, :2] == [4, 6]).all() and (ids[1::3, 0] == 9).all()
+    # Padding only after the end: never a token after a 0.
+    assert not ((ids[:, :-1] == PAD_ID) & (ids[:, 1:] != PAD_ID)).any()
+    assert len(np.unique(ids[2::3, 0])) > VOCAB // 2  # the odds are flat indeed
+
+
 def test_the_same_seed_samples_the_same_on_either_loop_and_another_seed_differs(model):
     sources = np.tile(SOURCES, (4, 1))
 
