@@ -134,7 +134,7 @@ def run():
     prefixes = None
     if FLAGS.target_prefix_file:
         prefixes = file_decoding.read_target_prefixes(problem, FLAGS.target_prefix_file,
-                                                      len(sources[0]))
+                                                      sources[0])
     checkpoint, model = ensemble_models.load_decoding_model(problem, hparams)
     model = model_in_precision(model, FLAGS.decode_precision)
     max_input_tokens = input_limit(model, FLAGS.max_input_tokens)

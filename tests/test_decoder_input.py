@@ -87,6 +87,21 @@ def test_blank_file_lines_are_counted_apart_from_the_sentences_decoded(reverse_r
     assert decodes.read_text().split("\n")[1:3] == ["", ""]
 
 
+@pytest.mark.parametrize("blank_sources_prefix", ["x", " ".join("1" * 40)])
+def test_a_blank_sources_prefix_is_not_read(reverse_run, tmp_path, blank_sources_prefix):
+    """A blank source is answered by an empty line whatever its prefix: one the problem cannot
+    encode, or longer than any output, stops nothing."""
+    sources = tmp_path / "sources.txt"
+    sources.write_text("1 2 3\n\n4 5\n")
+    prefixes = tmp_path / "prefixes.txt"
+    prefixes.write_text(f"3\n{blank_sources_prefix}\n5\n")
+    result = run_decoder(reverse_run, f"--decode_from_file={sources}",
+                         f"--target_prefix_file={prefixes}")
+    assert result.returncode == 0, result.stderr
+    first, blank, last = output_lines(result.stdout)
+    assert first.startswith("3") and blank == "" and last.startswith("5")
+
+
 def test_a_file_line_the_problem_cannot_encode_stops_before_decoding(reverse_run, tmp_path):
     result, sources, decodes = decode_text_file(reverse_run, tmp_path, "1 2 3\n4 x 5\n6 7\n")
     assert result.returncode != 0

@@ -121,15 +121,17 @@ def with_alignment(line, alignment):
     return f"{line}\t{alignment}"
 
 
-def read_target_prefixes(problem, path, count):
-    """The target prefixes of `path`, one line per source (an empty line: none), encoded
-    without EOS (`problem.encode_target_prefix`); a ConfigurationError when it has not `count`
-    lines, or a line cannot be encoded."""
+def read_target_prefixes(problem, path, sources):
+    """The target prefixes of `path`, one line per line of `sources` (an empty line: none),
+    encoded without EOS (`problem.encode_target_prefix`); a ConfigurationError when it has
+    another number of lines, or a line cannot be encoded. A blank source's prefix is none:
+    that source is answered by an empty line, never decoded."""
     lines = read_lines(path, "--target_prefix_file")
-    if len(lines) != count:
+    if len(lines) != len(sources):
         raise ConfigurationError(f"--target_prefix_file has {len(lines)} lines but "
-                                 f"--decode_from_file has {count}; they must be aligned line by "
-                                 f"line (an empty line: no prefix).")
+                                 f"--decode_from_file has {len(sources)}; they must be aligned "
+                                 f"line by line (an empty line: no prefix).")
+    lines = ["" if is_blank(source) else line for source, line in zip(sources, lines)]
     return encode_lines(problem, lines, path, problem.encode_target_prefix)
 
 
