@@ -209,7 +209,8 @@ def run_module(module, *args, input=None):
     """Runs `python -m <module> args...` inside this process: absl parses the flags (restored
     afterwards) and the command's `main` runs through the same user-error reporting as
     `entry_point.run`. Returns a CompletedProcess with its exit status, stdout and stderr;
-    an unexpected exception leaves a traceback on stderr and status 1, as it would."""
+    an unexpected exception leaves a traceback on stderr and status 1, as it would. `input`:
+    text for stdin, or bytes as they are."""
     import importlib
     import io
     import traceback
@@ -222,7 +223,8 @@ def run_module(module, *args, input=None):
 
     command = importlib.import_module(module)
     stdout, stderr = io.StringIO(), io.StringIO()
-    stdin = io.TextIOWrapper(io.BytesIO((input or "").encode("utf-8")), encoding="utf-8")
+    data = input if isinstance(input, bytes) else (input or "").encode("utf-8")
+    stdin = io.TextIOWrapper(io.BytesIO(data), encoding="utf-8")
     with flagsaver.flagsaver(), contextlib.redirect_stdout(stdout), \
             contextlib.redirect_stderr(stderr), _replaced_stdin(stdin):
         flags.FLAGS.unparse_flags()

@@ -118,6 +118,20 @@ def test_a_stdin_line_the_problem_cannot_encode_is_reported_and_answered_blank(r
     assert len(lines) == 3 and lines[1] == ""
 
 
+def test_a_stdin_line_that_is_not_utf8_is_reported_and_answered_blank(reverse_run):
+    """One line of other bytes ends neither the session nor the lines after it."""
+    result = run_module("t2t_repro.decoder", "--problem=algorithmic_reverse",
+                        f"--output_dir={reverse_run}", "--decode_hparams=beam_size=1",
+                        input=b"1 2 3\n4 \xff 5\n6 7\n")
+    assert result.returncode == 0, result.stderr
+    assert ("error: stdin line 2 skipped: stdin is not UTF-8 text: line 2 has invalid start "
+            "byte at byte 2 of the line; convert the file to UTF-8 (e.g. with iconv)."
+            in result.stderr.splitlines())
+    assert output_lines(result.stdout) == [
+        output_lines(run_decoder(reverse_run, input=f"{line}\n").stdout)[0] if line else ""
+        for line in ("1 2 3", "", "6 7")]
+
+
 @pytest.fixture(scope="module")
 def learned_positions_run(tmp_path_factory):
     """A learned-position model whose table holds 8 positions."""

@@ -13,8 +13,9 @@ import time
 
 from t2t_repro.errors import ConfigurationError
 from t2t_repro.utils.atomic_files import write_text_atomically
-from t2t_repro.utils.text_lines import (beams_line, iter_lines, output_field,
-                                        read_aligned_lines, read_lines)
+from t2t_repro.utils.text_lines import (
+    TextLinesError, beams_line, decode_line, numbered_raw_lines, output_field, read_aligned_lines,
+    read_lines)
 
 
 class ProgressPrinter:
@@ -209,10 +210,10 @@ def write_output_lines(lines, output_path, what, stdout=None, stderr=None):
 def decode_interactively(problem, search, decode_hparams, max_input_tokens, stdin=None,
                          stdout=None, stderr=None, aligner=None):
     """Decodes `stdin` (default sys.stdin; its bytes are read, split as files are) line by
-    line, prompting on `stderr` when it is a terminal; a line the problem cannot encode, or
-    longer than the model or `max_input_tokens` takes, is reported on `stderr` and answered
-    as a blank line is, so that the output keeps one line an input. With an
-    `alignments.Aligner`, each line ends with a tab and its alignment."""
+    line, prompting on `stderr` when it is a terminal; a line that is not UTF-8, that the
+    problem cannot encode, or longer than the model or `max_input_tokens` takes, is reported
+    on `stderr` and answered as a blank line is, so that the output keeps one line an input.
+    With an `alignments.Aligner`, each line ends with a tab and its alignment."""
     from t2t_repro.data.problem import UnencodableInputError
     from t2t_repro.decoding.text_decoding import decode_encoded
 
@@ -221,22 +222,22 @@ def decode_interactively(problem, search, decode_hparams, max_input_tokens, stdi
     interactive = stdin.isatty()
     if interactive:
         print("Type a sentence and press Enter (Ctrl-D to end).", file=stderr)
-    lines = enumerate(iter_lines(stdin.buffer, "stdin"), 1)
+    lines = numbered_raw_lines(stdin.buffer)
     while True:
         if interactive:
             print("> ", end="", file=stderr, flush=True)
-        line_number, line = next(lines, (None, None))
-        if line is None:
+        line_number, raw = next(lines, (None, None))
+        if raw is None:
             return
         ids = None
-        if not is_blank(line):
-            try:
+        try:
+            line = decode_line(raw, line_number, "stdin")
+            if not is_blank(line):
                 ids = problem.encode(line)
                 check_source_length(search.model, ids, max_input_tokens)
-            except (UnencodableInputError, ValueError) as error:
-                print(f"error: stdin line {line_number} skipped: {error}", file=stderr,
-                      flush=True)
-                ids = None
+        except (TextLinesError, UnencodableInputError, ValueError) as error:
+            print(f"error: stdin line {line_number} skipped: {error}", file=stderr, flush=True)
+            ids = None
         if ids is None:
             output = decode_output_line(blank_beams(decode_hparams), decode_hparams.return_beams)
             print(output if aligner is None else with_alignment(output, ""), file=stdout,

@@ -29,19 +29,32 @@ def iter_lines(binary, label):
         binary: a stream of bytes (an open file, a gzip or archive member, stdin's buffer).
         label: how error messages name the stream (usually its path).
     """
+    for line_number, raw in numbered_raw_lines(binary):
+        yield decode_line(raw, line_number, label)
+
+
+def numbered_raw_lines(binary):
+    """Yields `(line number, bytes)` for each line of a binary stream, the first line without
+    a UTF-8 byte order mark (a stream holding the mark alone has no lines)."""
     for line_number, raw in enumerate(binary, 1):
         if line_number == 1:
             raw = raw.removeprefix(codecs.BOM_UTF8)
-            if not raw:  # the stream held the mark alone: no lines, as an empty one
+            if not raw:
                 return
-        try:
-            line = raw.decode("utf-8")
-        except UnicodeDecodeError as error:
-            raise TextLinesError(
-                f"{label} is not UTF-8 text: line {line_number} has {error.reason} at byte "
-                f"{error.start} of the line; convert the file to UTF-8 (e.g. with iconv)."
-            ) from error
-        yield line.removesuffix("\n").removesuffix("\r") if line.endswith("\n") else line
+        yield line_number, raw
+
+
+def decode_line(raw, line_number, label):
+    """The text of one line's bytes without its ending; a TextLinesError naming `label` and
+    `line_number` when they are not UTF-8."""
+    try:
+        line = raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise TextLinesError(
+            f"{label} is not UTF-8 text: line {line_number} has {error.reason} at byte "
+            f"{error.start} of the line; convert the file to UTF-8 (e.g. with iconv)."
+        ) from error
+    return line.removesuffix("\n").removesuffix("\r") if line.endswith("\n") else line
 
 
 def open_flagged(path, flag):
