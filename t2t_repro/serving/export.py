@@ -95,24 +95,21 @@ class TextToTextModule(tf.Module):
     def _score(self, inputs, targets):
         (input_ids, input_lengths), (target_ids, target_lengths) = (
             with_eos(self.text.encode(inputs)), with_eos(self.text.encode_target(targets)))
-        checks = [self._check_lengths(input_lengths)]
-        model = self._search.model
-        if model.max_positions is not None:
-            checks.append(self._check_lengths(target_lengths, model.max_positions,
-                                              "target", "hparam max_length"))
+        # A target is held to the inputs' limit (never more than a learned position table):
+        # scoring costs the square of its length, and a request could ask for any.
+        checks = [self._check_lengths(input_lengths), self._check_lengths(target_lengths, "target")]
         with tf.control_dependencies(checks):
-            scores, lengths = graph_score(model, input_ids, target_ids)
+            scores, lengths = graph_score(self._search.model, input_ids, target_ids)
         return {"scores": scores, "lengths": lengths}
 
-    def _check_lengths(self, lengths, limit=None, what="input", limit_name="max_input_tokens"):
-        """Fails the call, naming the first `what` longer than `limit` (default
-        max_input_tokens) and the limit; never truncates."""
-        limit = self.max_input_tokens if limit is None else limit
-        too_long = lengths > limit
+    def _check_lengths(self, lengths, what="input"):
+        """Fails the call, naming the first `what` longer than max_input_tokens and the limit;
+        never truncates."""
+        too_long = lengths > self.max_input_tokens
         first = tf.argmax(tf.cast(too_long, tf.int32))
         message = tf.strings.format(
             f"{what} {{}} has {{}} tokens (EOS included), more than this model takes: "
-            f"{limit_name}={limit}. Split or shorten it.",
+            f"max_input_tokens={self.max_input_tokens}. Split or shorten it.",
             (first, tf.gather(lengths, first)),
         )
         return tf.debugging.Assert(tf.logical_not(tf.reduce_any(too_long)), [message])

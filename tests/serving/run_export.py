@@ -1,10 +1,11 @@
 """Runs exported models the way a serving process would, importing only TensorFlow and
 TensorFlow Text: `python run_export.py` answers each line of its stdin, a JSON object
 {"export": EXPORT_VERSION_DIR, "request": ...} whose request is a list of input texts or an
-object {"inputs": [...], "targets": [...]} of as many input and target texts, with one line of
-JSON: each signature's outputs and input/output specs (the `score` signature's on the (input,
-target) pairs, when targets are given), the error of each input given alone where it fails,
-and which modules of this project got imported (none should). One process answers a test
+object {"inputs": [...], "targets": [...], "failing_pairs": [[input, target], ...]} of as many
+input and target texts, with one line of JSON: each signature's outputs and input/output specs
+(the `score` signature's on the (input, target) pairs, when targets are given), the error of
+each input given alone where it fails, the `score` signature's error on each failing pair, and
+which modules of this project got imported (none should). One process answers a test
 worker's every request (`conftest.export_runner`): TensorFlow is imported once."""
 
 import gc
@@ -72,6 +73,12 @@ def answers(version_dir, request):
             continue
         result["signatures"][name] = {"specs": specs(signature),
                                       **answer(signature, [texts[i] for i in good])}
+    result["score_errors"] = []
+    for text, target in request.get("failing_pairs", []) if isinstance(request, dict) else ():
+        try:
+            scores(model.signatures["score"], [text], [target])
+        except tf.errors.InvalidArgumentError as error:
+            result["score_errors"].append(error.message)
     result["inputs"] = [texts[i] for i in good]
     result["project_modules"] = sorted(
         name for name in sys.modules if name.split(".")[0] in ("t2t_repro", "problems", "hparams"))

@@ -55,7 +55,8 @@ def ende_answers(ende, export_runner):
     too_long = " ".join(["a man rides a horse"] * 20)
     return export_runner(ende["version_dir"], {
         "inputs": ende["lines"] + BLANKS + [too_long],
-        "targets": ende["references"] + ["", "Ein Mann."] + [""]})
+        "targets": ende["references"] + ["", "Ein Mann."] + [""],
+        "failing_pairs": [["A man.", " ".join(["ein Mann reitet ein Pferd"] * 20)]]})
 
 
 @pytest.fixture(scope="module")
@@ -147,6 +148,13 @@ def test_an_input_longer_than_the_limit_is_an_error_naming_it(ende_answers):
     (message,) = ende_answers["errors"].values()
     assert f"more than this model takes: max_input_tokens={MAX_INPUT_TOKENS}" in message
     assert "input 0 has 1" in message  # 100 words: over 100 tokens
+
+
+def test_a_target_longer_than_the_limit_is_an_error_naming_it(ende_answers):
+    """Scoring costs the square of the target's length: a target is held to the limit too."""
+    (message,) = ende_answers["score_errors"]
+    assert f"more than this model takes: max_input_tokens={MAX_INPUT_TOKENS}" in message
+    assert "target 0 has 1" in message  # 100 words: over 100 tokens
 
 
 def test_a_version_is_never_overwritten(ende):
