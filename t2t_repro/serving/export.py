@@ -164,17 +164,24 @@ def write_export(module, export_dir, version, info):
     Returns the version's path."""
     target = os.path.join(export_dir, str(version))
     if os.path.exists(target):
-        raise ExportError(
-            f"{target} already exists; an export version is never overwritten: write another "
-            f"version, or remove that folder yourself."
-        )
+        raise _existing_version_error(target)
     os.makedirs(export_dir, exist_ok=True)
-    with atomic_path(target) as temporary:
-        tf.saved_model.save(module, temporary, signatures={BEST_SIGNATURE: module.best,
-                                                           BEAMS_SIGNATURE: module.beams,
-                                                           SCORE_SIGNATURE: module.score},
-                            options=INFERENCE_ONLY)
-        os.makedirs(os.path.join(temporary, "assets.extra"))
-        with open(os.path.join(temporary, EXPORT_INFO_FILE), "w") as f:
-            json.dump(info, f, indent=1)
+    try:
+        with atomic_path(target) as temporary:
+            tf.saved_model.save(module, temporary, signatures={BEST_SIGNATURE: module.best,
+                                                               BEAMS_SIGNATURE: module.beams,
+                                                               SCORE_SIGNATURE: module.score},
+                                options=INFERENCE_ONLY)
+            os.makedirs(os.path.join(temporary, "assets.extra"))
+            with open(os.path.join(temporary, EXPORT_INFO_FILE), "w") as f:
+                json.dump(info, f, indent=1)
+    except OSError as error:
+        if os.path.exists(target):  # another exporter wrote the version meanwhile
+            raise _existing_version_error(target) from error
+        raise
     return target
+
+
+def _existing_version_error(target):
+    return ExportError(f"{target} already exists; an export version is never overwritten: "
+                       f"write another version, or remove that folder yourself.")

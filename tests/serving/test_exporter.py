@@ -4,6 +4,7 @@ does with the same weights and decode hparams (its score signature as --score_fi
 too); its signatures, input limit, blank inputs, and versions that are never overwritten."""
 
 import json
+import os
 
 import numpy as np
 import pytest
@@ -155,6 +156,32 @@ def test_a_target_longer_than_the_limit_is_an_error_naming_it(ende_answers):
     (message,) = ende_answers["score_errors"]
     assert f"more than this model takes: max_input_tokens={MAX_INPUT_TOKENS}" in message
     assert "target 0 has 1" in message  # 100 words: over 100 tokens
+
+
+def test_a_version_another_exporter_writes_meanwhile_is_an_error_naming_it(tmp_path,
+                                                                             monkeypatch):
+    """Two exporters of one version: the one that renames its folder second is refused as an
+    existing version is, the other's export kept and no temporary folder left."""
+    import types
+
+    from t2t_repro.serving import export
+
+    export_dir = tmp_path / "export"
+    target = export_dir / "7"
+
+    def save_while_another_exporter_finishes(module, path, **kwargs):
+        os.makedirs(path)
+        target.mkdir()
+        (target / "saved_model.pb").write_text("theirs")
+
+    monkeypatch.setattr(export.tf.saved_model, "save", save_while_another_exporter_finishes)
+    module = types.SimpleNamespace(best=None, beams=None, score=None)
+    with pytest.raises(export.ExportError) as raised:
+        export.write_export(module, str(export_dir), 7, {})
+    assert str(raised.value) == (f"{target} already exists; an export version is never "
+                                 f"overwritten: write another version, or remove that folder "
+                                 f"yourself.")
+    assert os.listdir(export_dir) == ["7"] and (target / "saved_model.pb").read_text() == "theirs"
 
 
 def test_a_version_is_never_overwritten(ende):
