@@ -115,7 +115,8 @@ def main(argv):
     try:
         sock = rest_api.listening_socket(FLAGS.host, FLAGS.port)
     except OSError as error:
-        raise ConfigurationError(f"cannot listen on {FLAGS.host}:{FLAGS.port}: {error}") from error
+        address = rest_api.host_port(FLAGS.host, FLAGS.port)  # [::]:8501, not :::8501
+        raise ConfigurationError(f"cannot listen on {address}: {error}") from error
     url = (f"{rest_api.base_url(FLAGS.host, sock.getsockname()[1])}/v1/models/"
            f"{FLAGS.model_name}")
 

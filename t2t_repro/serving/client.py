@@ -84,8 +84,15 @@ def parse_predictions(status, body, count, answer=None):
 
 def _answer(outputs, scores):
     if isinstance(outputs, list):
-        return [(text, float(score)) for text, score in zip(outputs, scores, strict=True)]
-    return outputs, float(scores)
+        return [(_text(text), float(score)) for text, score in zip(outputs, scores, strict=True)]
+    return _text(outputs), float(scores)
+
+
+def _text(output):
+    """A translation from a reply; TypeError (an unexpected reply) for an output not text."""
+    if not isinstance(output, str):
+        raise TypeError(f"an output is {type(output).__name__}, not text")
+    return output
 
 
 def predict(server, model_name, texts, signature_name=BEST_SIGNATURE, timeout=None):

@@ -1,6 +1,7 @@
 """What uvicorn's HTTP/1.1 protocol (h11) lacks against slow, idle and too many clients:
 deadlines for a request's headers and body, a cap on open connections, JSON for the server's
-own 400, and warnings that a flood of clients cannot turn into a flood of log lines.
+own 400, and warnings (uvicorn's own included) that a flood of clients cannot turn into a
+flood of log lines.
 
 Every connection waiting on its client has a deadline: a new connection must send a request's
 complete headers within `request_header_timeout_s` of opening (a keep-alive connection, within
@@ -83,6 +84,25 @@ class ThrottledLog:
                                 self.interval_s, self._latest.pop(kind))
 
 
+class ThrottledWarnings(logging.LoggerAdapter):
+    """uvicorn's logger for one connection with its warnings, one per bad request (`Invalid
+    HTTP request received.`, `Unsupported upgrade request.`), reported through the ThrottledLog
+    `events`, each kind of text a kind; errors and other levels logged as they are."""
+
+    def __init__(self, logger, events, peer):
+        super().__init__(logger, {})
+        self.events = events
+        self.peer = peer  # the client's host:port, called when a warning is reported
+
+    @property
+    def level(self):
+        return self.logger.level  # uvicorn reads it to skip its trace lines
+
+    def warning(self, msg, *args, **kwargs):
+        self.events.report(f"uvicorn: {msg}", f"{msg % args if args else msg} (client "
+                           f"{self.peer()})")
+
+
 def json_error_response(status, reason, message):
     """A complete HTTP/1.1 response closing the connection, body `{"error": message}`."""
     body = json.dumps({"error": message}).encode()
@@ -121,6 +141,9 @@ class GuardedH11Protocol(H11Protocol):
         super().__init__(*args, **kwargs)
         self.options = options
         self.events = events
+        # A client sending what is not HTTP in a loop costs a line per interval, not per
+        # connection.
+        self.logger = ThrottledWarnings(self.logger, events, self._peer)
         self._phase = None  # (h11's state of the client, the request's cycle) timed
         self._deadline = None
 

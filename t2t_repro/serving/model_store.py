@@ -1,10 +1,11 @@
 """Finds and loads the newest version of an export in TF Serving's layout, answers which
 versions are served, and runs a signature on a batch of instances.
 
-`<export_dir>/<version>/saved_model.pb` with integer versions; other folders (an exporter's
-`.tmp-...` one still being written) are not versions. As TF Serving's default "latest" policy,
-only the newest version is loaded. Loading needs TensorFlow and TensorFlow Text only (it
-registers the text ops the exported graph uses), nothing of this project.
+`<export_dir>/<version>/saved_model.pb` with integer versions (`00300` is version 300, as TF
+Serving reads it); other folders (an exporter's `.tmp-...` one still being written) are not
+versions. As TF Serving's default "latest" policy, only the newest version is loaded. Loading
+needs TensorFlow and TensorFlow Text only (it registers the text ops the exported graph uses),
+nothing of this project.
 """
 
 import os
@@ -33,6 +34,8 @@ _DEFINED_AT = re.compile(r"Detected at node .*? \(most recent call last\):\n"
 _NODE_NAMES = re.compile(r"\s*\[\[\{\{node .*", re.DOTALL)
 _FUNCTION_NAME = re.compile(r"\s*\[Op:[^\]]*\]\s*$")
 _ASSERTION = re.compile(r"assertion failed: \[(.*?)\](?: \[|\n|$)", re.DOTALL)
+# How the exporter's length check names the input (or target) at fault: by its index in the call.
+_NUMBERED_INPUT = re.compile(r"(input|target) ([0-9]+) (?=has )")
 
 
 class ExportNotFoundError(UserError, ValueError):
@@ -42,6 +45,15 @@ class ExportNotFoundError(UserError, ValueError):
 class ModelInputError(ValueError):
     """The model rejected an input (tf.errors.InvalidArgumentError, e.g. one too long); the
     message is the model's own, without TensorFlow's graph noise."""
+
+    def in_request(self, offset):
+        """This error of a call on a request's instances from `offset` on, as the request sees
+        it: the input the exporter's message names (`input I has N tokens ...`, I counted in
+        the call) numbered in the request."""
+        match = _NUMBERED_INPUT.match(str(self))
+        if not match or not offset:
+            return self
+        return ModelInputError(f"{match[1]} {int(match[2]) + offset} {str(self)[match.end():]}")
 
 
 class ModelOutOfMemoryError(MemoryError):
@@ -55,21 +67,37 @@ class ServableNotFoundError(LookupError):
 
 
 def export_versions(export_dir):
-    """The integer-named version folders of `export_dir`, newest first."""
+    """{version: its folder's name} for the integer-named folders of `export_dir`, newest
+    first; a name may have leading zeros (`00300`: version 300)."""
     if not os.path.isdir(export_dir):
         raise ExportNotFoundError(f"{export_dir} is not a folder; {EXPORT_HINT}.")
-    versions = [int(name) for name in os.listdir(export_dir)
-                if re.fullmatch(r"[0-9]+", name) and os.path.isdir(os.path.join(export_dir, name))]
-    if not versions and os.path.exists(os.path.join(export_dir, SAVED_MODEL_FILE)):
+    names = sorted(name for name in os.listdir(export_dir)
+                   if re.fullmatch(r"[0-9]+", name)
+                   and os.path.isdir(os.path.join(export_dir, name)))
+    if not names and os.path.exists(os.path.join(export_dir, SAVED_MODEL_FILE)):
         parent = os.path.dirname(os.path.abspath(export_dir))
         raise ExportNotFoundError(
             f"{export_dir} is one version of an export (it holds {SAVED_MODEL_FILE}); give the "
             f"folder of the versions, --export_dir={parent}.")
-    if not versions:
+    if not names:
         raise ExportNotFoundError(
             f"{export_dir} holds no version (a folder <version>/{SAVED_MODEL_FILE}, the version "
             f"an integer); {EXPORT_HINT}.")
-    return sorted(versions, reverse=True)
+    versions = {}
+    for name in names:
+        versions.setdefault(int(name), []).append(name)
+    return dict(sorted(versions.items(), reverse=True))
+
+
+def newest_version(export_dir):
+    """(version, its folder) of the newest version in `export_dir`; ExportNotFoundError when
+    two folders name that number (`300` and `0300`), as it is not clear which to serve."""
+    version, names = next(iter(export_versions(export_dir).items()))
+    if len(names) > 1:
+        folders = " and ".join(os.path.join(export_dir, name) for name in names)
+        raise ExportNotFoundError(f"{folders} are both version {version}, the newest; remove or "
+                                  f"renumber all but one of them.")
+    return version, os.path.join(export_dir, names[0])
 
 
 def check_saved_model(version_dir):
@@ -163,8 +191,7 @@ def load_latest(export_dir, model_name):
     """The newest version under `export_dir`, loaded and served as `model_name`."""
     import tensorflow_text  # noqa: F401  (registers the ops of the exported text codec)
 
-    version = export_versions(export_dir)[0]
-    version_dir = os.path.join(export_dir, str(version))
+    version, version_dir = newest_version(export_dir)
     check_saved_model(version_dir)
     with (lines_dropped(SENTENCEPIECE_IDENTITY_NORMALIZATION),
           absl_log_dropped(UNSAVED_CUSTOM_GRADIENTS)):

@@ -12,7 +12,9 @@ QueueFullError at once rather than waiting without end.
 
 A call that fails with one of `request_errors` (an error one request's input causes, such as a
 too-long input, or one that fewer instances may avoid, such as running out of memory) is run
-again request by request, so only a request that fails alone gets the error.
+again request by request, so only a request that fails alone gets the error. `in_request(error,
+offset)` gives such an error of a call on a request's instances from `offset` on as the request
+sees it (an error naming an instance by its index in the call: by its index in the request).
 """
 
 import asyncio
@@ -62,10 +64,12 @@ class RequestBatcher:
     from calls shared with concurrent requests of the same key. Use within one event loop;
     `close()` when done."""
 
-    def __init__(self, run_batch, options=BatchingOptions(), request_errors=()):
+    def __init__(self, run_batch, options=BatchingOptions(), request_errors=(),
+                 in_request=lambda error, offset: error):
         self.run_batch = run_batch
         self.options = options
         self.request_errors = tuple(request_errors)
+        self.in_request = in_request
         self._queues = {}
         self._tasks = set()
         self._executor = concurrent.futures.ThreadPoolExecutor(
@@ -150,7 +154,8 @@ class RequestBatcher:
             results = await loop.run_in_executor(self._executor, self.run_batch, key, instances)
         except self.request_errors as error:
             if len(pieces) == 1:
-                pieces[0][0].fail(error)
+                request, start, _ = pieces[0]
+                request.fail(self.in_request(error, start))
                 return
             for piece in pieces:  # one by one, so only the request at fault fails
                 await self._run(key, [piece])

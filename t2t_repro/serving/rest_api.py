@@ -40,6 +40,7 @@ from t2t_repro.serving.request_batching import (BatchingOptions, QueueFullError,
 
 # TF Serving cuts JSON it echoes in an error at 256 bytes.
 PREVIEW_CHARS = 256
+TOO_DEEP_TO_SHOW = "(JSON nested too deeply to show)"
 SHUTTING_DOWN = ("The server is shutting down and its grace period (--shutdown_grace_period_s) "
                  "ended before this request was answered; retry it.")
 
@@ -89,7 +90,12 @@ def json_response(content, status=200, headers=None):
 
 
 def _preview(value):
-    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    """`value` as compact JSON, cut at PREVIEW_CHARS. json.loads takes nesting just past what
+    json.dumps can write again: such a value is named, never a RecursionError (a 500)."""
+    try:
+        text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    except RecursionError:
+        return TOO_DEEP_TO_SHOW
     return text if len(text) <= PREVIEW_CHARS else text[:PREVIEW_CHARS] + "..."
 
 
@@ -312,6 +318,12 @@ def predict_response(results, output_names, row_format):
     return {"outputs": columns[single] if single else columns}
 
 
+def _in_request(error, offset):
+    """A model's error of a call on a request's instances from `offset` on, as the request sees
+    it (the batcher splits a request of more than --max_batch_size instances)."""
+    return error.in_request(offset) if isinstance(error, ModelInputError) else error
+
+
 def create_app(store, options=ServerOptions()):
     """The starlette app answering TF Serving's REST API for `store`'s model."""
     if options.enable_batching:
@@ -319,7 +331,8 @@ def create_app(store, options=ServerOptions()):
             store.model.predict,
             BatchingOptions(options.max_batch_size, options.batch_timeout_micros / 1e6,
                             options.max_enqueued_instances),
-            request_errors=(ModelInputError, ModelOutOfMemoryError))
+            request_errors=(ModelInputError, ModelOutOfMemoryError),
+            in_request=_in_request)
         lower = f"--max_batch_size (now {options.max_batch_size})"
     else:
         runner = UnbatchedRunner(store.model.predict)
@@ -405,6 +418,9 @@ def create_app(store, options=ServerOptions()):
                                          ServableNotFoundError: not_found,
                                          ClientGone: client_gone, HTTPException: http_error,
                                          Exception: internal_error})
+    # A path with a trailing slash is not served: the JSON 404, not starlette's redirect to a
+    # URL made of the client's Host header.
+    app.router.redirect_slashes = False
     app.state.runner = runner  # for tests: what waits for the model
     return app
 
@@ -427,8 +443,13 @@ def listening_socket(host, port):
     return sock
 
 
+def host_port(host, port):
+    """`host:port` as a URL writes it: an IPv6 host in brackets (`[::]:8501`)."""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
 def base_url(host, port):
-    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+    return f"http://{host_port(host, port)}"
 
 
 class Server(uvicorn.Server):

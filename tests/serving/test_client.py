@@ -5,7 +5,8 @@ it."""
 
 import pytest
 
-from t2t_repro.serving.client import QueryError, ServerError, answers_in_batches
+from t2t_repro.serving.client import (QueryError, ServerError, answers_in_batches,
+                                      parse_predictions)
 
 
 class Server:
@@ -84,3 +85,18 @@ def test_a_server_failure_other_than_a_bad_request_is_raised_as_it_is():
     with pytest.raises(ServerError) as error:
         list(answers_in_batches(server.send, numbered(["a", "bad"]), 2, "in.txt"))
     assert error.value.status == 503 and server.requests == [["a", "bad"]]
+
+
+@pytest.mark.parametrize("reply, error", [
+    (b'{"predictions": [{"outputs": 5, "scores": 1}]}', "TypeError('an output is int, not text')"),
+    (b'{"predictions": [{"outputs": ["a", null], "scores": [1, 2]}]}',
+     "TypeError('an output is NoneType, not text')"),
+    (b'{"predictions": [{"outputs": "a"}]}', "KeyError('scores')"),
+    (b'{"predictions": [{"outputs": "a", "scores": "high"}]}',
+     "ValueError(\"could not convert string to float: 'high'\")"),
+])
+def test_a_malformed_reply_is_an_unexpected_reply_error(reply, error):
+    """Not a translation printed, nor a traceback where one is written out."""
+    with pytest.raises(QueryError) as raised:
+        parse_predictions(200, reply, 1)
+    assert str(raised.value) == f"unexpected reply ({error}): {reply!r}"

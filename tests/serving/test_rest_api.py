@@ -26,7 +26,7 @@ import pytest
 import tensorflow as tf
 
 from conftest import HANG_GUARD_S, run_module
-from toy_export import MAX_INPUT_BYTES, expected_translation, write_toy_export
+from toy_export import MAX_INPUT_BYTES, expected_translation, too_long_error, write_toy_export
 
 from t2t_repro.serving import connections, model_store, rest_api
 
@@ -264,11 +264,44 @@ def test_too_large_bodies_get_400_whether_declared_or_not(server):
     assert status == 400 and "--max_body_bytes=4096" in body["error"]
 
 
-def test_a_too_long_input_gets_the_models_own_message(server):
-    status, body = predict(server, {"instances": ["fine", TOO_LONG]})
-    assert status == 400
-    assert body == {"error": "an input is longer than this model takes "
-                             f"(max_input_tokens={MAX_INPUT_BYTES})"}
+@pytest.mark.parametrize("texts, index", [
+    (["fine", TOO_LONG], 1),
+    # 16 instances, run as two calls of --max_batch_size=8: the input named by its index in
+    # the request, not in its call (5).
+    ([f"fine {number}" for number in range(13)] + [TOO_LONG, "b", "c"], 13),
+])
+@pytest.mark.parametrize("key", ["instances", "inputs"])
+def test_a_too_long_input_gets_the_models_own_message(server, texts, index, key):
+    assert predict(server, {key: texts}) == (
+        400, {"error": too_long_error(index, MAX_INPUT_BYTES + 1)})
+
+
+def test_json_nested_to_the_parsers_limit_gets_400(server):
+    """Nesting json.loads takes just under the recursion limit, which the error's preview of
+    the value could not re-encode (a 500): a 400 at every depth around the limit."""
+    limit = sys.getrecursionlimit()
+    for depth in range(limit - 60, limit + 5):
+        nested = b"[" * depth + b"]" * depth
+        for body, error in ((nested, "Is not object"),
+                            (b'{"inputs": ' + nested + b"}", "Failed to process input: inputs"),
+                            (b'{"instances": ' + nested + b"}", "Failed to process element: 0")):
+            status, reply = predict(server, body)
+            assert status == 400, (depth, reply)
+            if not reply["error"].startswith("JSON Parse error: maximum recursion depth"):
+                assert error in reply["error"], reply
+                assert ("[" * 200 + "..." in reply["error"]
+                        or rest_api.TOO_DEEP_TO_SHOW in reply["error"]), reply
+    assert predict(server, {"instances": ["ok"]})[0] == 200
+
+
+def test_the_preview_of_a_json_value_never_raises():
+    deep = []
+    for _ in range(100_000):
+        deep = [deep]
+    assert rest_api._preview(deep) == "(JSON nested too deeply to show)"
+    assert rest_api._preview([[[]]] * 200) == "[" + "[[]]," * 51 + "..."
+    assert rest_api._preview({"a": [1, "é", None, True, 1.5, {"b": []}], "c": {}}) == (
+        '{"a":[1,"é",null,true,1.5,{"b":[]}],"c":{}}')
 
 
 def test_other_paths_and_methods(server):
@@ -438,6 +471,22 @@ def test_a_version_folder_or_a_ctranslate2_export_is_named_as_such(tmp_path):
         model_store.load_latest(str(tmp_path / "ctranslate2"), "default")
     assert str(error.value).startswith(f"{converted}, the newest version, holds a CTranslate2 "
                                        f"model (model.bin), which CTranslate2 serves; export one")
+
+
+def test_a_zero_padded_version_folder_is_loaded_as_named(export_dir, tmp_path):
+    """`00300` is version 300, as TF Serving reads it; two folders of the newest number are
+    refused, naming both."""
+    (tmp_path / "7").mkdir()
+    (tmp_path / "00300").symlink_to(export_dir / str(VERSION), target_is_directory=True)
+    model = model_store.load_latest(str(tmp_path), "default")
+    assert model.version == 300 and "serving_default" in model.signatures
+    assert model_store.ModelStore(model).version_status("default", 300)[
+        "model_version_status"][0]["version"] == "300"
+    (tmp_path / "300").mkdir()
+    with pytest.raises(model_store.ExportNotFoundError) as error:
+        model_store.load_latest(str(tmp_path), "default")
+    assert str(error.value) == (f"{tmp_path / '00300'} and {tmp_path / '300'} are both version "
+                                f"300, the newest; remove or renumber all but one of them.")
 
 
 def read_lines_into(stream, lines):
@@ -740,14 +789,30 @@ def test_unknown_paths_wrong_methods_and_non_http_get_json_errors(server):
     # versions of model default:predict".
     for path in ("/v1/models/default:predict", "/v1/models/default/versions/1:predict"):
         assert send(server, "GET", path) == (405, {"error": f"Method Not Allowed: GET {path}"})
+    # A trailing slash: no redirect (to a URL made of the client's Host header).
     for method, path in (("POST", "/v1/models/default:classify"),
-                         ("GET", "/v1/models/default:predict/metadata")):
+                         ("GET", "/v1/models/default:predict/metadata"),
+                         ("GET", "/v1/models/default/"), ("POST", "/v1/models/default:predict/"),
+                         ("GET", f"/v1/models/default/versions/{VERSION}/metadata/")):
         assert send(server, method, path) == (404, {"error": f"Not Found: {method} {path}"})
     with connect(server, b"NOT HTTP AT ALL\r\n\r\n") as sock:
         data, _ = read_until_closed(sock, 30)
     status, headers, body = http_response(data)
     assert (status, headers["content-type"]) == (400, "application/json")
     assert json.loads(body) == {"error": "Invalid HTTP request received."}
+
+
+def test_many_connections_that_are_not_http_cost_one_line_of_log(store):
+    """uvicorn's own warning for each is throttled as the server's warnings are."""
+    options = dataclasses.replace(OPTIONS, log_interval_s=60)
+    with running_server(store, options) as address, server_log() as log:
+        for _ in range(100):
+            with connect(address, b"NOT HTTP AT ALL\r\n\r\n") as sock:
+                data, _ = read_until_closed(sock, 30)
+            assert http_response(data)[0] == 400
+        assert predict(address, {"instances": ["ok"]})[0] == 200
+        [line] = log.messages("Invalid HTTP")
+    assert re.fullmatch(r"Invalid HTTP request received\. \(client 127\.0\.0\.1:\d+\)", line)
 
 
 def test_a_version_too_long_for_an_int_is_not_found(server):
@@ -965,6 +1030,21 @@ def test_a_request_still_running_when_the_grace_period_ends_gets_a_json_503(stor
         thread.join(60)
     assert replies == [(503, {"error": rest_api.SHUTTING_DOWN})]
     assert not [record for record in log.records if record.exc_info]
+
+
+def test_an_ipv6_address_that_cannot_be_listened_on_is_written_in_brackets(export_dir):
+    """Whether the port is taken or the machine has no IPv6: `[::]:PORT`, not `:::PORT`."""
+    try:
+        taken = rest_api.listening_socket("::", 0)
+    except OSError:  # no IPv6 here: binding fails anyway
+        taken = socket.socket()
+    with taken:
+        port = taken.getsockname()[1] if taken.family == socket.AF_INET6 else 8501
+        result = run_module("t2t_repro.serve", f"--export_dir={export_dir}", "--host=::",
+                            f"--port={port}")
+    assert result.returncode == 1, result.stderr
+    assert result.stderr.startswith(f"error: cannot listen on [::]:{port}: "), result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
 
 
 def test_a_port_no_socket_takes_is_refused_as_the_flags_are_read(tmp_path):
