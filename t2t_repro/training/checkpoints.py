@@ -101,6 +101,8 @@ def opened(path):
     `check_readable` when it cannot be."""
     import h5py
 
+    if not os.path.exists(path):
+        raise removed_while_read(path)
     if not h5py.is_hdf5(path):
         why = "not HDF5: cut short or written over"
     else:
@@ -115,6 +117,15 @@ def opened(path):
     raise ConfigurationError(
         f"{path} is not a readable checkpoint ({why}); restore it from a copy, or move it out "
         f"of its folder (a run then resumes from the checkpoint before it).")
+
+
+def removed_while_read(path):
+    """The ConfigurationError for a checkpoint found, then gone before it was read: a trainer
+    still running keeps only its newest --keep_checkpoint_max."""
+    return ConfigurationError(
+        f"{path} was removed while this command read it (a trainer still writing to its "
+        f"folder keeps only its newest --keep_checkpoint_max checkpoints); run the command "
+        f"again, or name a checkpoint that stays (one copied out, or an average).")
 
 
 def _stored_attribute(path, name):

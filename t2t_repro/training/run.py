@@ -124,6 +124,10 @@ def load_trained_model(model_name, hparams, problem, checkpoint_path):
     check_stored_vocabularies(checkpoint_path, problem, model.vocabulary_digests)
     try:
         model.load_weights(checkpoint_path)
+    except OSError as error:
+        if os.path.exists(checkpoint_path):
+            raise
+        raise checkpoints.removed_while_read(checkpoint_path) from error
     except ValueError as error:  # Keras: variables missing from the file, or of other shapes
         first_sentence = str(error).strip().split("\n")[0].split(". ")[0].rstrip(".:")
         raise CheckpointMismatchError(

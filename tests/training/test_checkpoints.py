@@ -441,6 +441,37 @@ def test_a_checkpoint_written_over_is_an_error_naming_it_for_reading_and_resumin
             rf"run then resumes from the checkpoint before it\)\.", str(raised.value))
 
 
+def test_a_checkpoint_a_trainer_removes_while_it_is_read_is_an_error_saying_so(tmp_path,
+                                                                               monkeypatch):
+    """A trainer keeping its newest --keep_checkpoint_max removes the checkpoint an exporter or
+    decoder of its folder just found: before its stored records are read, or as Keras opens
+    it. Not "cut short or written over" (move it out of its folder), nor h5py's No such file."""
+    from problems.algorithmic import AlgorithmicReverse
+    from t2t_repro.hparams import create_hparams
+    from t2t_repro.training import run
+    from t2t_repro.training.run import build_model, compile_for_training, load_trained_model
+
+    hparams = create_hparams("transformer_tiny", "num_hidden_layers=1")
+    model = compile_for_training(build_model("transformer", hparams, AlgorithmicReverse()),
+                                 hparams)
+    path = CheckpointManager(str(tmp_path / "run"), model).save()
+    message = (f"{path} was removed while this command read it (a trainer still writing to its "
+               f"folder keeps only its newest --keep_checkpoint_max checkpoints); run the "
+               f"command again, or name a checkpoint that stays (one copied out, or an "
+               f"average).")
+    checked = run.check_stored_vocabularies
+
+    def checked_then_removed(*args):  # the trainer prunes it between the checks and the load
+        checked(*args)
+        os.remove(path)
+
+    monkeypatch.setattr(run, "check_stored_vocabularies", checked_then_removed)
+    for removed_before in ("loading", "the checks"):
+        with pytest.raises(ConfigurationError) as raised:
+            load_trained_model("transformer", hparams, AlgorithmicReverse(), path)
+        assert str(raised.value) == message, removed_before
+
+
 def test_a_checkpoint_read_as_another_problem_is_refused_naming_both(tmp_path):
     """algorithmic_copy reads algorithmic_reverse's ids, as a reversed translation direction
     reads its forward problem's vocabulary: only the stored name tells them apart."""
