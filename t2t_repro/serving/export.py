@@ -24,7 +24,7 @@ import time
 
 import tensorflow as tf
 
-from t2t_repro.utils.atomic_files import atomic_path
+from t2t_repro.utils.atomic_files import atomic_path, remove_abandoned_temporaries
 from t2t_repro.utils.text_lines import FIELD_BREAKS
 from t2t_repro.decoding.scoring import graph_score
 from t2t_repro.decoding.text_decoding import create_search, input_limit
@@ -166,6 +166,7 @@ def write_export(module, export_dir, version, info):
     if os.path.exists(target):
         raise _existing_version_error(target)
     os.makedirs(export_dir, exist_ok=True)
+    remove_abandoned_temporaries(export_dir)  # what exporters killed mid-write left
     try:
         with atomic_path(target) as temporary:
             tf.saved_model.save(module, temporary, signatures={BEST_SIGNATURE: module.best,

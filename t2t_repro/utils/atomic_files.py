@@ -9,7 +9,7 @@ import re
 import shutil
 
 _TEMPORARY_PREFIX = ".tmp-"
-_TEMPORARY_NAME = re.compile(r"^\.tmp-[0-9]+-(.+)$")
+_TEMPORARY_NAME = re.compile(r"^\.tmp-([0-9]+)-(.+)$")
 
 
 def temporary_path(path):
@@ -76,7 +76,27 @@ def is_temporary(filename):
     return _TEMPORARY_NAME.match(filename) is not None
 
 
+def remove_abandoned_temporaries(directory):
+    """Deletes the temporaries in `directory` of processes no longer running (a writer
+    killed mid-write), leaving those of live ones, which other writers sharing the folder may
+    still be renaming into place."""
+    for filename in os.listdir(directory) if os.path.isdir(directory) else ():
+        match = _TEMPORARY_NAME.match(filename)
+        if match and not _is_running(int(match[1])):
+            _remove(os.path.join(directory, filename))
+
+
+def _is_running(pid):
+    try:
+        os.kill(pid, 0)  # signal 0: only asks whether the process exists
+    except (ProcessLookupError, OverflowError):  # none has this number; none could
+        return False
+    except PermissionError:  # another user's
+        pass
+    return True
+
+
 def target_name(filename):
     """The name a temporary `filename` was to be renamed to, or None if it is no temporary."""
     match = _TEMPORARY_NAME.match(filename)
-    return match.group(1) if match else None
+    return match.group(2) if match else None

@@ -184,6 +184,27 @@ def test_a_version_another_exporter_writes_meanwhile_is_an_error_naming_it(tmp_p
     assert os.listdir(export_dir) == ["7"] and (target / "saved_model.pb").read_text() == "theirs"
 
 
+def test_an_export_removes_the_folders_killed_exporters_left_and_no_live_ones(tmp_path,
+                                                                              monkeypatch):
+    import subprocess
+    import sys
+    import types
+
+    from t2t_repro.serving import export
+
+    finished = subprocess.Popen([sys.executable, "-c", ""])  # a process id no longer running
+    finished.wait()
+    export_dir = tmp_path / "export"
+    abandoned = export_dir / f".tmp-{finished.pid}-5"
+    (abandoned / "variables").mkdir(parents=True)
+    being_written = export_dir / f".tmp-{os.getpid()}-6"  # a live exporter's
+    being_written.mkdir()
+    monkeypatch.setattr(export.tf.saved_model, "save", lambda module, path, **_: os.mkdir(path))
+    module = types.SimpleNamespace(best=None, beams=None, score=None)
+    export.write_export(module, str(export_dir), 7, {})
+    assert sorted(os.listdir(export_dir)) == [being_written.name, "7"]
+
+
 def test_a_version_is_never_overwritten(ende):
     saved = (ende["version_dir"] / "saved_model.pb").read_bytes()
     again = run_module("t2t_repro.exporter", *ende["flags"], f"--output_dir={ende['run']}",
