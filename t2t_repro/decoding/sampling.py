@@ -53,7 +53,8 @@ class Sampler:
 
         The logits are shifted so that each row's largest is 0 before the temperature divides
         them: a temperature near 0 then sends the others to -inf (greedy search) instead of
-        overflowing, and one however large leaves ruled-out tokens ruled out."""
+        overflowing. `excluded` stays out however high the temperature, where the caller's own
+        very low logits, divided by it, would come back within reach."""
         shifted = logits - ops.max(logits, axis=-1, keepdims=True)
         # 0 / 0 where a temperature below float32's range divides the row's largest.
         logits = ops.where(shifted == 0, 0.0, shifted / self.temperature)
