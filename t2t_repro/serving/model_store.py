@@ -25,6 +25,7 @@ from t2t_repro.utils.stderr_lines import (
 
 EXPORT_HINT = "export one with `python -m t2t_repro.exporter --output_dir=RUN` first"
 SAVED_MODEL_FILE = EXPORT_FORMAT_FILES["saved_model"]
+VARIABLES_INDEX = os.path.join("variables", "variables.index")  # the weights' table of contents
 
 # What TensorFlow wraps a model's own error text in: a heading, where the failing node was
 # defined (a traceback, or a line saying there is none), and the node and function names.
@@ -102,8 +103,13 @@ def newest_version(export_dir):
 
 def check_saved_model(version_dir):
     """ExportNotFoundError when `version_dir` holds no SavedModel, naming what it holds
-    instead where that is a CTranslate2 model (the other export format)."""
+    instead where that is a CTranslate2 model (the other export format), or one without its
+    weights (`variables/`: TensorFlow would speak of devices)."""
     if os.path.exists(os.path.join(version_dir, SAVED_MODEL_FILE)):
+        if not os.path.exists(os.path.join(version_dir, VARIABLES_INDEX)):
+            raise ExportNotFoundError(
+                f"{version_dir}, the newest version, holds a SavedModel without its weights "
+                f"({VARIABLES_INDEX}), as a copy cut short would; export it again.")
         return
     model_file = EXPORT_FORMAT_FILES["ctranslate2"]
     found = (f"a CTranslate2 model ({model_file}), which CTranslate2 serves"

@@ -455,7 +455,8 @@ def test_no_version_to_serve_says_how_to_export(tmp_path):
 
 def test_a_version_folder_or_a_ctranslate2_export_is_named_as_such(tmp_path):
     """The two folders a user may take for an export: one of its versions, and the exporter's
-    other format. Each error says what the folder is and what to give instead."""
+    other format; and a version copied in part. Each error says what the folder is and what
+    to give instead."""
     version = tmp_path / "export" / "400"
     version.mkdir(parents=True)
     (version / "saved_model.pb").write_bytes(b"")
@@ -471,6 +472,13 @@ def test_a_version_folder_or_a_ctranslate2_export_is_named_as_such(tmp_path):
         model_store.load_latest(str(tmp_path / "ctranslate2"), "default")
     assert str(error.value).startswith(f"{converted}, the newest version, holds a CTranslate2 "
                                        f"model (model.bin), which CTranslate2 serves; export one")
+    (tmp_path / "export" / "500").mkdir()
+    (tmp_path / "export" / "500" / "saved_model.pb").write_bytes(b"")
+    with pytest.raises(model_store.ExportNotFoundError) as error:
+        model_store.load_latest(str(tmp_path / "export"), "default")
+    assert str(error.value) == (f"{tmp_path / 'export' / '500'}, the newest version, holds a "
+                                f"SavedModel without its weights (variables/variables.index), "
+                                f"as a copy cut short would; export it again.")
 
 
 def test_a_zero_padded_version_folder_is_loaded_as_named(export_dir, tmp_path):
