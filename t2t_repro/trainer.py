@@ -350,10 +350,10 @@ def main(argv):
         run()
     except UserError:
         raise
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as interrupt:  # Ctrl-C, or SIGTERM (entry_point.Terminated)
         if FLAGS.schedule == "evaluate":
             raise
-        raise KeyboardInterrupt(resume_line()) from None
+        raise type(interrupt)(resume_line()) from None
     except Exception as error:
         if FLAGS.strategy == "multi_worker":
             exit_if_worker_failed(error)

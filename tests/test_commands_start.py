@@ -117,3 +117,25 @@ def test_a_command_runs_with_what_its_imports_made_frozen(monkeypatch):
     finally:
         gc.freeze()  # as conftest left this worker
     assert frozen_when_absl_starts[0] > 100_000
+
+
+@pytest.mark.parametrize("signal_name, said, status", [("SIGINT", "interrupted", 130),
+                                                        ("SIGTERM", "terminated", 143)])
+def test_ctrl_c_and_sigterm_stop_a_command_with_one_line_and_the_shells_status(
+        signal_name, said, status):
+    """A command that receives the signal while it runs (here sent by itself) stops through
+    the same one-line report, whatever was running: not killed with nothing said."""
+    import subprocess
+    import sys
+
+    script = (
+        "import os, signal, time\n"
+        "from t2t_repro.cli import entry_point\n"
+        "def main(argv):\n"
+        f"    os.kill(os.getpid(), signal.{signal_name})\n"
+        "    time.sleep(60)\n"
+        "signal.signal(signal.SIGINT, signal.default_int_handler)  # not ignored in a job\n"
+        "entry_point.run(main)\n")
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                            timeout=60)
+    assert (result.returncode, result.stderr) == (status, f"{said}\n")

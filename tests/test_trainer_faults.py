@@ -225,9 +225,10 @@ def test_a_second_trainer_is_refused_and_an_interrupted_trainers_folder_is_free_
         tmp_path):
     """A trainer stopped after step 3 holds its folder: a second one (another seed) is refused
     with one line naming the folder and the first's pid, and changes nothing there; the first,
-    continued, writes its own next checkpoint. Interrupted after step 6 as Ctrl-C does (SIGINT),
-    it says in one line where the run resumes, exits with status 130 and leaves a folder that a
-    new trainer takes at once, resuming from step 6. (A SIGKILLed trainer's folder is taken at
+    continued, writes its own next checkpoint. Stopped after step 6 as a scheduler does
+    (SIGTERM; Ctrl-C's SIGINT takes the same path), it says in one line where the run resumes,
+    exits with status 143 and leaves a folder that a new trainer takes at once, resuming from
+    step 6. (A SIGKILLed trainer's folder is taken at
     once by every restart of the five-kills test.)"""
     output_dir, log_path = tmp_path / "run", tmp_path / "first.log"
     first = start_trainer(output_dir, log_path, after_step="3,6")
@@ -238,7 +239,7 @@ def test_a_second_trainer_is_refused_and_an_interrupted_trainers_folder_is_free_
         assert folder_contents(output_dir) == before
         first.send_signal(signal.SIGCONT)
         wait_until_stopped(first, log_path)
-        first.send_signal(signal.SIGINT)  # handled once the process runs again
+        first.send_signal(signal.SIGTERM)  # handled once the process runs again
         first.send_signal(signal.SIGCONT)
         first.wait(timeout=HANG_GUARD_S)
     finally:
@@ -251,8 +252,8 @@ def test_a_second_trainer_is_refused_and_an_interrupted_trainers_folder_is_free_
     assert [step for step, _ in checkpoints.list_checkpoints(str(output_dir))] == [3, 6]
     assert "--random_seed" not in (output_dir / "flags.txt").read_text()
     log = log_path.read_text()
-    assert first.returncode == 130 and "Traceback" not in log, log[-3000:]
-    assert log.splitlines()[-1] == (f"interrupted: the same command resumes the run from "
+    assert first.returncode == 143 and "Traceback" not in log, log[-3000:]
+    assert log.splitlines()[-1] == (f"terminated: the same command resumes the run from "
                                     f"{output_dir}/ckpt-6.weights.h5.")
 
     third = run_trainer(*KILL_RUN, f"--output_dir={output_dir}")

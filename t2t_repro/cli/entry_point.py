@@ -6,6 +6,7 @@ import functools
 import gc
 import io
 import os
+import signal
 import sys
 from typing import Callable, NamedTuple
 
@@ -17,13 +18,26 @@ from t2t_repro.names import PATH_FLAGS
 
 # The exit status of a command stopped by Ctrl-C, as a shell reports one killed by SIGINT.
 INTERRUPTED_EXIT_STATUS = 128 + 2
+# ... and by SIGTERM, how a scheduler or `kill` stops a job.
+TERMINATED_EXIT_STATUS = 128 + 15
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the command is as Ctrl-C's KeyboardInterrupt is, so that it stops
+    the same way: its files written whole or not at all, and what it left said in one line
+    (the trainer: the checkpoint it resumes from)."""
+
+
+def _raise_terminated(signum, frame):
+    raise Terminated()
 
 
 def report_user_errors(main):
     """`main` that reports a UserError, or a file that cannot be read or written (OSError), as
     `error: <message>` and exit status 1 instead of a traceback; Ctrl-C as `interrupted`, with
-    what the command left if it says (the KeyboardInterrupt's message), and exit status 130.
-    Path flags are read with `~` expanded first (`expand_home`)."""
+    what the command left if it says (the KeyboardInterrupt's message), and exit status 130;
+    SIGTERM (`Terminated`) as `terminated`, and 143. Path flags are read with `~` expanded
+    first (`expand_home`)."""
 
     @functools.wraps(main)
     def main_reporting_user_errors(argv):
@@ -33,8 +47,10 @@ def report_user_errors(main):
         except (UserError, OSError) as error:
             sys.exit(f"error: {one_line(error)}")
         except KeyboardInterrupt as interrupt:
-            print(f"interrupted{': ' if str(interrupt) else ''}{interrupt}", file=sys.stderr)
-            sys.exit(INTERRUPTED_EXIT_STATUS)
+            terminated = isinstance(interrupt, Terminated)
+            print(f"{'terminated' if terminated else 'interrupted'}"
+                  f"{': ' if str(interrupt) else ''}{interrupt}", file=sys.stderr)
+            sys.exit(TERMINATED_EXIT_STATUS if terminated else INTERRUPTED_EXIT_STATUS)
 
     return main_reporting_user_errors
 
@@ -75,7 +91,10 @@ def run(main, key_flags=()):
 
     Standard output is written in UTF-8, as every command reads text, whatever the locale's
     encoding: in an ASCII or Latin-1 locale a translation would otherwise stop the command
-    with a UnicodeEncodeError at its first character outside that encoding."""
+    with a UnicodeEncodeError at its first character outside that encoding.
+
+    SIGTERM stops a command as Ctrl-C does (`Terminated`), not at once with nothing said."""
+    signal.signal(signal.SIGTERM, _raise_terminated)
     for name in key_flags:  # absl names the main module's flags by its file, sys.argv[0]
         flags.FLAGS.register_key_flag_for_module(sys.argv[0], flags.FLAGS[name])
     gc.freeze()
