@@ -8,6 +8,8 @@ import sys
 import time
 
 import pytest
+from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
+from tensorboard.compat.proto import event_pb2
 
 from conftest import (HANG_GUARD_S, NUMPY_OUT_OF_MEMORY, allocate_unaddressable,
                       attention_image_steps, run_module, run_module_in_subprocess)
@@ -104,6 +106,11 @@ def test_run_writes_its_config_resumes_from_flagfile_and_refuses_other_hparams(t
     assert resumed.returncode == 0, resumed.stderr
     assert "Resumed from" in resumed.stdout and "at step 10" in resumed.stdout
     assert (output_dir / "ckpt-15.weights.h5").exists()
+    # TensorBoard drops what a killed run logged after step 10 (summaries.ScalarWriter).
+    starts = [event.step for path in sorted((output_dir / "train").iterdir())
+              for event in EventFileLoader(str(path)).Load()
+              if event.session_log.status == event_pb2.SessionLog.START]
+    assert starts == [11]
 
     # Evaluating the run later, or asking for no more steps than it has, leaves its flags.txt
     # as the record of how it trains.

@@ -284,6 +284,7 @@ class TrainingRunBase:
         )
         self.training_flops = training_flops(hparams, problem.target_vocab_size)
         self._writers = {}
+        self._resumed_step = None  # `restore`'s, when it resumes from a checkpoint
         self._attention_example = None
         self.best = (best_checkpoint.BestCheckpoint(output_dir, best_criterion, writes=is_chief,
                                                     print_fn=print_fn)
@@ -299,8 +300,9 @@ class TrainingRunBase:
 
     def _writer(self, mode):
         if mode not in self._writers:
-            self._writers[mode] = (summaries.ScalarWriter(os.path.join(self.output_dir, mode))
-                                   if self.is_chief else summaries.NoWriter())
+            self._writers[mode] = (
+                summaries.ScalarWriter(os.path.join(self.output_dir, mode), self._resumed_step)
+                if self.is_chief else summaries.NoWriter())
         return self._writers[mode]
 
     def restore(self):
@@ -314,6 +316,7 @@ class TrainingRunBase:
         step = self.checkpoints.restore(latest)
         if step:
             self.print_fn(f"Resumed from {latest} at step {step}.")
+            self._resumed_step = step
         elif self.warm_start_from:
             warm_start.load_weights_with_fresh_optimizer(self.model, self.warm_start_from)
             self.print_fn(f"Warm-started from {self.warm_start_from}: its weights, a fresh "

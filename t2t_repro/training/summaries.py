@@ -43,10 +43,19 @@ class EventWriter:
 
 
 class ScalarWriter:
-    """Writes named scalars at a step into one TensorBoard event directory."""
+    """Writes named scalars at a step into one TensorBoard event directory.
 
-    def __init__(self, logdir):
+    A run resumed from its checkpoint at `resumed_step` trains the steps after it again: its
+    file opens with a SessionLog START at the step after, by which TensorBoard drops what a
+    killed run wrote for those steps (as tensor2tensor's Estimator runs did), so that each
+    step is shown once, from the run that went on."""
+
+    def __init__(self, logdir, resumed_step=None):
         self._events = EventWriter(logdir)
+        if resumed_step:
+            self._events.write(event_pb2.Event(
+                wall_time=time.time(), step=resumed_step + 1,
+                session_log=event_pb2.SessionLog(status=event_pb2.SessionLog.START)))
 
     def write(self, scalars, step):
         values = [summary_pb2.Summary.Value(tag=name, simple_value=float(value))

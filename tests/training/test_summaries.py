@@ -22,3 +22,18 @@ def test_event_files_one_process_opens_in_one_second_are_read_in_the_order_opene
     accumulator = event_accumulator.EventAccumulator(str(tmp_path))
     accumulator.Reload()
     assert [event.step for event in accumulator.Scalars("x")] == list(range(1, 13))
+
+
+def test_a_resumed_runs_points_replace_those_a_killed_run_wrote_after_its_checkpoint(tmp_path):
+    """The killed run logged steps 5 to 40 and checkpointed at 25; the resumed run writes 30
+    and 35 again: TensorBoard shows each step once, the resumed run's after step 25."""
+    killed = summaries.ScalarWriter(str(tmp_path))
+    for step in range(5, 45, 5):
+        killed.write({"loss": 1.0}, step)
+    resumed = summaries.ScalarWriter(str(tmp_path), resumed_step=25)
+    for step in (30, 35):
+        resumed.write({"loss": 2.0}, step)
+    accumulator = event_accumulator.EventAccumulator(str(tmp_path))
+    accumulator.Reload()
+    assert [(event.step, event.value) for event in accumulator.Scalars("loss")] == [
+        (5, 1.0), (10, 1.0), (15, 1.0), (20, 1.0), (25, 1.0), (30, 2.0), (35, 2.0)]
